@@ -1,0 +1,299 @@
+"""Typed stage records: one dataclass per warehouse table.
+
+Every record carries ``run_id``, ``question_id``, ``stage``, ``status`` and ``error``. Stage
+functions create records without a run id (so a cached result can be reused by any run); the
+warehouse writer stamps the run id when it persists them. Content fields are ``None`` when
+``status`` is not ``ok``: an error message is never stored as content.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+import pyarrow as pa
+
+OK = "ok"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(kw_only=True)
+class Record:
+    """Columns every table shares."""
+
+    TABLE: ClassVar[str] = ""
+
+    run_id: str = ""
+    question_id: str = ""
+    stage: str = ""
+    status: str = OK
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_row(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(kw_only=True)
+class RunRecord(Record):
+    TABLE: ClassVar[str] = "runs"
+    stage: str = "run"
+    status: str = "running"  # running | finished | partial | failed
+    variant: str = "final"
+    dataset: str | None = None
+    dataset_fingerprint: str | None = None
+    config_json: str = "{}"
+    config_hash: str = ""
+    parent_run_id: str | None = None
+    overrides_json: str | None = None
+    evidence_from: str | None = None
+    started_at: datetime = field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    n_questions: int = 0
+    n_answered: int | None = None
+    n_failed: int | None = None
+    wall_seconds: float | None = None
+    stage_computations: int | None = None
+    cache_hits: int | None = None
+    llm_calls_paid: int | None = None
+    note: str | None = None
+
+
+@dataclass(kw_only=True)
+class QuestionRecord(Record):
+    TABLE: ClassVar[str] = "questions"
+    stage: str = "input"
+    query: str = ""
+    reference: str | None = None
+    dataset: str | None = None
+    line_no: int | None = None
+    meta_json: str | None = None
+
+
+@dataclass(kw_only=True)
+class QueryPlanRecord(Record):
+    TABLE: ClassVar[str] = "query_plans"
+    stage: str = "query_plan"
+    queries: list[str] | None = None
+    method: str = ""  # "raw" (rewriting off), "offline-keywords", or "llm"
+    model: str | None = None
+    prompt_hash: str | None = None
+
+
+@dataclass(kw_only=True)
+class SearchResultRecord(Record):
+    TABLE: ClassVar[str] = "search_results"
+    stage: str = "search"
+    query: str = ""
+    query_index: int = 0
+    rank: int | None = None  # 1-based within its query; None on a failed query
+    title: str | None = None
+    url: str | None = None
+    snippet: str | None = None
+    provider: str = ""
+
+
+@dataclass(kw_only=True)
+class UrlDecisionRecord(Record):
+    TABLE: ClassVar[str] = "url_decisions"
+    stage: str = "url_filter"
+    url: str = ""
+    title: str | None = None
+    snippet: str | None = None
+    search_rank: int = 0  # position in the merged, de-duplicated result list (1-based)
+    kept: bool = False
+    order: int | None = None  # 1-based position among kept URLs, most useful first
+    score: float | None = None  # relevance from the deciding method, when it has one
+    source_type: str | None = None
+    prior: float | None = None
+    final_score: float | None = None
+    method: str = ""
+
+
+@dataclass(kw_only=True)
+class PageRecord(Record):
+    TABLE: ClassVar[str] = "pages"
+    stage: str = "fetch"
+    url: str = ""
+    order: int = 0  # the URL's order among kept URLs; becomes the source number
+    final_url: str | None = None
+    fetcher: str = ""
+    kind: str | None = None  # html | reddit | pdf | binary
+    http_status: int | None = None
+    content_type: str | None = None
+    content_sha256: str | None = None  # key into the content-addressed blob store
+    n_bytes: int | None = None
+    title: str | None = None
+    fetched_at: datetime | None = None
+
+
+@dataclass(kw_only=True)
+class SectionRecord(Record):
+    TABLE: ClassVar[str] = "sections"
+    stage: str = "sections"
+    url: str = ""
+    section_id: str = ""
+    ord: int = 0
+    heading_path: list[str] = field(default_factory=list)
+    heading: str = ""
+    level: int = 0
+    anchor: str | None = None
+    text: str | None = None
+    n_chars: int = 0
+    n_words: int = 0
+
+
+@dataclass(kw_only=True)
+class SectionDecisionRecord(Record):
+    TABLE: ClassVar[str] = "section_decisions"
+    stage: str = "section_rank"
+    url: str = ""
+    section_id: str = ""
+    source_order: int = 0  # the page's order among kept URLs
+    heading: str = ""
+    preview: str = ""  # what the ranker saw: heading + first characters of the text
+    kept: bool = False
+    rank: int | None = None  # 1-based rank within its page among kept sections
+    score: float | None = None
+    source_type: str | None = None
+    prior: float | None = None
+    final_score: float | None = None
+    method: str = ""
+
+
+@dataclass(kw_only=True)
+class DraftRecord(Record):
+    """One generation pass: ``stage`` is ``draft`` (pass 1) or ``refine`` (pass 2)."""
+
+    TABLE: ClassVar[str] = "drafts"
+    stage: str = "draft"
+    text: str | None = None
+    n_words: int | None = None
+    source_urls: list[str] = field(default_factory=list)  # [n] in the text refers to source_urls[n-1]
+    method: str = ""
+    model: str | None = None
+    prompt_hash: str | None = None
+
+
+@dataclass(kw_only=True)
+class CitationRecord(Record):
+    TABLE: ClassVar[str] = "citations"
+    stage: str = "citations"
+    source_index: int = 0  # 1-based number of the source in the draft's source list
+    url: str = ""
+    title: str | None = None
+    cited: bool = False
+    support: float | None = None  # best support score over answer sentences (offline method)
+    supported_sentences: list[int] = field(default_factory=list)
+    method: str = ""
+
+
+@dataclass(kw_only=True)
+class AnswerRecord(Record):
+    TABLE: ClassVar[str] = "answers"
+    stage: str = "answer"
+    text: str | None = None
+    n_words: int | None = None
+    cited_urls: list[str] = field(default_factory=list)
+    from_stage: str | None = None  # which pass produced the text: refine | draft
+    elapsed_seconds: float | None = None
+
+
+@dataclass(kw_only=True)
+class LLMCallRecord(Record):
+    TABLE: ClassVar[str] = "llm_calls"
+    call_id: str = ""
+    role: str = ""  # filter | writer
+    backend: str = ""  # gemini | openai | offline
+    model: str = ""
+    prompt_name: str | None = None
+    prompt_hash: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_thinking: int | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    attempts: int = 1
+    cache_hit: bool = False  # True when the run reused a stored result instead of paying again
+    started_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(kw_only=True)
+class ScoreRecord(Record):
+    TABLE: ClassVar[str] = "scores"
+    stage: str = "score"
+    metric: str = ""
+    value: float | None = None
+    variant: str | None = None
+    dataset: str | None = None
+    detail_json: str | None = None
+
+
+RECORD_TYPES: tuple[type[Record], ...] = (
+    RunRecord,
+    QuestionRecord,
+    QueryPlanRecord,
+    SearchResultRecord,
+    UrlDecisionRecord,
+    PageRecord,
+    SectionRecord,
+    SectionDecisionRecord,
+    DraftRecord,
+    AnswerRecord,
+    CitationRecord,
+    LLMCallRecord,
+    ScoreRecord,
+)
+TABLES: dict[str, type[Record]] = {cls.TABLE: cls for cls in RECORD_TYPES}
+
+
+def register_record_type(cls: type[Record]) -> type[Record]:
+    """Add a table defined outside this module (for example an experiment's results)."""
+    TABLES[cls.TABLE] = cls
+    return cls
+
+
+_SCALARS: dict[Any, pa.DataType] = {
+    str: pa.string(),
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    datetime: pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_type(hint: Any) -> pa.DataType:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        (inner,) = [a for a in get_args(hint) if a is not type(None)]
+        return _arrow_type(inner)
+    if origin is list:
+        (inner,) = get_args(hint)
+        return pa.list_(_arrow_type(inner))
+    try:
+        return _SCALARS[hint]
+    except KeyError:
+        raise TypeError(f"no Arrow type for {hint!r}") from None
+
+
+def arrow_schema(cls: type[Record]) -> pa.Schema:
+    """The Parquet schema of a record type, derived from its type hints."""
+    hints = get_type_hints(cls, include_extras=False)
+    fields = [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(cls)]
+    return pa.schema(fields)
+
+
+def to_table(records: typing.Sequence[Record], cls: type[Record]) -> pa.Table:
+    schema = arrow_schema(cls)
+    columns = {name: [getattr(r, name) for r in records] for name in schema.names}
+    return pa.Table.from_pydict(columns, schema=schema)
