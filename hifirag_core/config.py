@@ -17,6 +17,7 @@ from hifirag_core.hashing import stable_hash
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = PROJECT_ROOT / "warehouse" / "data"
+# The shared data sets; hifirag_core.corpus.sources.shared_data_dir() honours $HIFIRAG_SHARED_DATA.
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 LLMBackend = Literal["offline", "gemini", "openai"]

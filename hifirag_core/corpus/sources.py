@@ -1,0 +1,91 @@
+"""The documentation sites of the local corpus: where their pages come from and their real URLs.
+
+The pages are the HTML of Debian packages (see ``../shared/data/README.md``); each site's pages
+get the URL they have on the site's real host, so the offline web looks like the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from hifirag_core.config import SHARED_DATA
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str  # the Debian package, also the corpus name in docs_faq
+    base_url: str
+    pretty_urls: bool = False  # Django serves "topics/db/models/" for "topics/db/models.html"
+
+    def url_for(self, relpath: str) -> str:
+        rel = PurePosixPath(relpath.lstrip("./"))
+        if not self.pretty_urls:
+            return self.base_url + rel.as_posix()
+        if rel.name == "index.html":
+            parent = rel.parent.as_posix()
+            return self.base_url + ("" if parent == "." else parent + "/")
+        return self.base_url + rel.with_suffix("").as_posix() + "/"
+
+
+SITES: dict[str, Site] = {
+    s.name: s
+    for s in (
+        Site("python3.11-doc", "https://docs.python.org/3.11/"),
+        Site("python-django-doc", "https://docs.djangoproject.com/en/3.2/", pretty_urls=True),
+        Site("postgresql-doc-15", "https://www.postgresql.org/docs/15/"),
+        Site("sqlite3-doc", "https://www.sqlite.org/"),
+        Site("debian-faq", "https://www.debian.org/doc/manuals/debian-faq/"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    site: str
+    relpath: str
+    url: str
+    html: bytes
+
+
+def shared_data_dir() -> Path:
+    """``../shared/data`` next to the project, or ``$HIFIRAG_SHARED_DATA``."""
+    return Path(os.environ.get("HIFIRAG_SHARED_DATA", SHARED_DATA))
+
+
+def docs_html_dir() -> Path:
+    return shared_data_dir() / "docs_html"
+
+
+def tarball_site(path: Path) -> Site:
+    name = path.name.removesuffix(".tar.xz").removesuffix(".html")
+    try:
+        return SITES[name]
+    except KeyError:
+        raise ValueError(f"{path.name}: not one of the known sites {sorted(SITES)}") from None
+
+
+def iter_tarball_pages(path: Path) -> Iterator[SourcePage]:
+    """Every regular ``*.html`` file of one site's tarball (symlinked duplicates skipped)."""
+    site = tarball_site(path)
+    with tarfile.open(path, "r:xz") as tar:
+        for member in tar:
+            if not member.isfile() or not member.name.endswith(".html"):
+                continue
+            relpath = member.name.removeprefix("./")
+            data = tar.extractfile(member).read()  # type: ignore[union-attr]
+            yield SourcePage(site.name, relpath, site.url_for(relpath), data)
+
+
+def iter_folder_pages(folder: Path, base_url: str) -> Iterator[SourcePage]:
+    """Every ``*.html`` under a folder, with URLs under ``base_url``."""
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    site = Site(folder.name, base)
+    for path in sorted(folder.rglob("*.html")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        relpath = path.relative_to(folder).as_posix()
+        yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes())
