@@ -77,12 +77,7 @@ class Embedder:
 
     def _load(self):
         if self._model is None:
-            # Never reach for a hub: the model is a local folder.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(str(self.model_path), device="cpu")
+            self._model = _load_model(self.model_path)
         return self._model
 
     def key(self, text: str) -> str:
@@ -113,6 +108,23 @@ class Embedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+_MODELS: dict[Path, object] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_model(path: Path):
+    """Load a model folder once per process; the weights are read-only, so embedders share them."""
+    with _MODELS_LOCK:
+        if path not in _MODELS:
+            # Never reach for a hub: the model is a local folder.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            _MODELS[path] = SentenceTransformer(str(path), device="cpu")
+        return _MODELS[path]
 
 
 def _folder_fingerprint(path: Path) -> str:

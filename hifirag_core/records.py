@@ -206,7 +206,6 @@ class AnswerRecord(Record):
     n_words: int | None = None
     cited_urls: list[str] = field(default_factory=list)
     from_stage: str | None = None  # which pass produced the text: refine | draft
-    elapsed_seconds: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -226,6 +225,17 @@ class LLMCallRecord(Record):
     attempts: int = 1
     cache_hit: bool = False  # True when the run reused a stored result instead of paying again
     started_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(kw_only=True)
+class StageRunRecord(Record):
+    """One stage of one question in one run: how it ended, whether it was reused, how long it took."""
+
+    TABLE: ClassVar[str] = "stage_runs"
+    cached: bool = False  # the output came from the stage cache: nothing was recomputed or paid
+    seconds: float = 0.0
+    cache_key: str | None = None
+    n_rows: int = 0
 
 
 @dataclass(kw_only=True)
@@ -252,6 +262,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     AnswerRecord,
     CitationRecord,
     LLMCallRecord,
+    StageRunRecord,
     ScoreRecord,
 )
 TABLES: dict[str, type[Record]] = {cls.TABLE: cls for cls in RECORD_TYPES}
@@ -293,7 +304,20 @@ def arrow_schema(cls: type[Record]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def to_table(records: typing.Sequence[Record], cls: type[Record]) -> pa.Table:
+def to_table(records: typing.Sequence[Record], cls: type[Record], **constants: Any) -> pa.Table:
+    """An Arrow table of ``records``; ``constants`` override a column for every row."""
     schema = arrow_schema(cls)
-    columns = {name: [getattr(r, name) for r in records] for name in schema.names}
+    columns = {
+        name: [constants[name]] * len(records) if name in constants else [getattr(r, name) for r in records]
+        for name in schema.names
+    }
     return pa.Table.from_pydict(columns, schema=schema)
+
+
+# Fields that say when or in which run a row was made, not what it contains: left out of the
+# fingerprints that key the stage cache, so identical work in another run is recognised.
+VOLATILE_FIELDS = frozenset({"run_id", "question_id", "fetched_at", "started_at", "call_id", "_written_at"})
+
+
+def content_row(record: Record) -> dict[str, Any]:
+    return {k: v for k, v in record.to_row().items() if k not in VOLATILE_FIELDS}

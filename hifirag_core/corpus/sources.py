@@ -20,6 +20,7 @@ class Site:
     name: str  # the Debian package, also the corpus name in docs_faq
     base_url: str
     pretty_urls: bool = False  # Django serves "topics/db/models/" for "topics/db/models.html"
+    html_root: str = ""  # where the package installs its HTML (for building from a .deb)
 
     def url_for(self, relpath: str) -> str:
         rel = PurePosixPath(relpath.lstrip("./"))
@@ -34,11 +35,13 @@ class Site:
 SITES: dict[str, Site] = {
     s.name: s
     for s in (
-        Site("python3.11-doc", "https://docs.python.org/3.11/"),
-        Site("python-django-doc", "https://docs.djangoproject.com/en/3.2/", pretty_urls=True),
-        Site("postgresql-doc-15", "https://www.postgresql.org/docs/15/"),
-        Site("sqlite3-doc", "https://www.sqlite.org/"),
-        Site("debian-faq", "https://www.debian.org/doc/manuals/debian-faq/"),
+        Site("python3.11-doc", "https://docs.python.org/3.11/", html_root="usr/share/doc/python3.11/html"),
+        Site("python-django-doc", "https://docs.djangoproject.com/en/3.2/", pretty_urls=True,
+             html_root="usr/share/doc/python-django-doc/html"),
+        Site("postgresql-doc-15", "https://www.postgresql.org/docs/15/",
+             html_root="usr/share/doc/postgresql-doc-15/html"),
+        Site("sqlite3-doc", "https://www.sqlite.org/", html_root="usr/share/doc/sqlite3"),
+        Site("debian-faq", "https://www.debian.org/doc/manuals/debian-faq/", html_root="usr/share/doc/debian/FAQ"),
     )
 }
 
@@ -80,12 +83,22 @@ def iter_tarball_pages(path: Path) -> Iterator[SourcePage]:
             yield SourcePage(site.name, relpath, site.url_for(relpath), data)
 
 
-def iter_folder_pages(folder: Path, base_url: str) -> Iterator[SourcePage]:
-    """Every ``*.html`` under a folder, with URLs under ``base_url``."""
-    base = base_url if base_url.endswith("/") else base_url + "/"
-    site = Site(folder.name, base)
+def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site | None = None) -> Iterator[SourcePage]:
+    """Every ``*.html`` under a folder, with URLs under ``base_url`` (or the known ``site``'s)."""
+    if site is None:
+        if not base_url:
+            raise ValueError("a folder of pages needs a base URL for them")
+        site = Site(folder.name, base_url if base_url.endswith("/") else base_url + "/")
     for path in sorted(folder.rglob("*.html")):
         if path.is_symlink() or not path.is_file():
             continue
         relpath = path.relative_to(folder).as_posix()
         yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes())
+
+
+# The FAQ pages of the docs corpus: the FAQ protocol (a) leaves them out of search and fetching,
+# because the gold answers are their text.
+FAQ_PAGE_PATTERNS: tuple[str, ...] = (
+    "https://docs.python.org/3.11/faq/*",
+    "https://docs.djangoproject.com/en/3.2/faq/*",
+)

@@ -1,0 +1,58 @@
+"""Process settings for Prefect and the model libraries, applied before either is imported.
+
+Prefect reads its settings when it is imported, so every entry point (the CLI, the deployment
+serve script, the tests) calls ``configure`` first. Values the user has already set win.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from hifirag_core.config import PROJECT_ROOT
+
+DEFAULTS = {
+    # Prefect keeps its database and state inside the project, not in ~/.prefect.
+    "PREFECT_HOME": str(PROJECT_ROOT / ".prefect"),
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    # One line per question from the flow; a task's own log only when it fails.
+    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "WARNING",
+    # The temporary server's shutdown drops queued events and logs it as an error; that is noise.
+    "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    # Models load from local folders only; a hub name must fail at once, not after a minute of retries.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def configure(data_root: Path) -> None:
+    """Set the defaults above, and keep Prefect's cached stage results beside the warehouse."""
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(results_path(data_root)))
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every small index at DEBUG
+
+
+def results_path(data_root: Path) -> Path:
+    """Where Prefect persists stage results (the stage cache) for a data root."""
+    return Path(data_root) / "cache" / "prefect-results"
+
+
+@contextlib.contextmanager
+def stage_cache_at(data_root: Path) -> Iterator[None]:
+    """Run flows with their stage cache under ``data_root``.
+
+    A flow resolves its result storage when it starts, so the setting has to be in place around
+    the flow call, not inside it.
+    """
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: results_path(data_root)}):
+        yield

@@ -1,0 +1,269 @@
+"""The embedded offline default: no keys, no network, real algorithms.
+
+* ``LocalSearch`` and ``LocalFetcher`` serve the local corpus as the search engine and the web.
+* ``OfflineFilterModel`` does the cheap model's jobs: keyword query plans, hybrid (MiniLM + BM25)
+  scoring of titles + snippets and of heading + first 200 characters, and citation support by
+  sentence similarity.
+* ``OfflineWriterModel`` writes an extractive draft (sentences chosen with MMR within a word
+  budget, each followed by its ``[n]`` source marker) and refines it to the length and shape of
+  the few-shot examples (numbered steps for "how to" questions).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from hifirag_core.backends.base import (
+    ChatTurn,
+    Conversation,
+    Decision,
+    FetchResult,
+    FewShotExample,
+    PageOverview,
+    SearchHit,
+    SectionPreview,
+    SourceDoc,
+    UrlCandidate,
+)
+from hifirag_core.blobs import BlobStore
+from hifirag_core.config import PipelineConfig
+from hifirag_core.corpus.store import CorpusIndex, normalize_url
+from hifirag_core.embeddings import Embedder
+from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
+from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
+
+OFFLINE_VERSION = "offline-v1"
+
+# Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
+_FILLER = re.compile(
+    r"\b(?:explain(?: it)?(?: to me)? like (?:i'?m|i am) (?:five|5|a child)|eli5|in simple terms|"
+    r"step[- ]by[- ]step|in detail|briefly|please|can you|could you|would you|tell me|"
+    r"i (?:want|need|would like) to know|give me|help me understand|"
+    r"as an? [^,.;:]{1,80}?(?:,|\bwith [^,.;:]{1,40}?,))",
+    re.IGNORECASE,
+)
+_INTENT_WORDS = frozenset("explain describe tell know want need give help show understand example examples".split())
+_HOWTO = re.compile(r"^\s*(?:how (?:do|can|should|would) (?:i|you|we|one)|how to|steps? to|what are the steps)\b|"
+                    r"\bstep[- ]by[- ]step\b", re.IGNORECASE)
+_MARKER = re.compile(r"\s*\[(\d+)\]")
+
+
+def is_howto(question: str) -> bool:
+    return bool(_HOWTO.search(question))
+
+
+def strip_markers(text: str) -> str:
+    return _MARKER.sub("", text)
+
+
+class LocalSearch:
+    """The local corpus as a web search API."""
+
+    provider = "local"
+
+    def __init__(self, index: CorpusIndex):
+        self.index = index
+        self.identity = f"local:{index.identity}"
+
+    def search(self, query: str, *, num: int) -> list[SearchHit]:
+        return self.index.search(query, num)
+
+
+class LocalFetcher:
+    """The local corpus as the web: a URL outside it (or excluded from it) is ``not_found``."""
+
+    name = "local"
+
+    def __init__(self, index: CorpusIndex, blobs: BlobStore):
+        self.index = index
+        self.blobs = blobs
+        self.identity = f"local:{index.identity}"
+
+    def fetch(self, url: str) -> FetchResult:
+        page = self.index.corpus.page(url)
+        if page is None or url not in self.index:
+            return FetchResult(url=url, status="not_found", fetcher=self.name, http_status=404,
+                               error="not in the local corpus")
+        return FetchResult(
+            url=url, status="ok", fetcher=self.name, final_url=normalize_url(url), http_status=200,
+            content_type="text/html; charset=utf-8", body=self.blobs.get(page.sha256), kind="html",
+        )
+
+
+def _keyword_queries(question: str, max_queries: int) -> list[str]:
+    cleaned = _FILLER.sub(" ", question)
+    terms: list[str] = []
+    for word in words(cleaned):
+        low = word.lower()
+        if low in STOPWORDS or low in _INTENT_WORDS or low in (t.lower() for t in terms):
+            continue
+        terms.append(word)
+    if not terms:  # a question made only of function words: search it as asked
+        return [question.strip()]
+    queries = [" ".join(terms[:12])]
+    if max_queries > 1 and len(terms) > 5:
+        # A focused second query: the most specific terms (identifiers, names, long words).
+        def specificity(t: str) -> tuple[int, int]:
+            return (int(any(c in t for c in "._") or (t[:1].isupper() and t.lower() != t)), len(t))
+
+        focused = sorted(terms, key=specificity, reverse=True)[:4]
+        second = " ".join(t for t in terms if t in focused)
+        if second != queries[0]:
+            queries.append(second)
+    return queries[:max_queries]
+
+
+class OfflineFilterModel:
+    """Hybrid-similarity stand-in for the cheap model's four decisions."""
+
+    def __init__(self, embedder: Embedder, cfg: PipelineConfig):
+        self.embedder = embedder
+        self.cfg = cfg
+        self.identity = f"{OFFLINE_VERSION}:filter:{embedder.model_id}"
+
+    def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
+        return Decision(_keyword_queries(question, max_queries), method="offline-keywords")
+
+    def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
+        texts = [f"{c.title}. {c.snippet}" for c in candidates]
+        scores = hybrid_scores(question, texts, self.embedder)
+        kept = keep_relative(scores, min_relative=self.cfg.url_filter.min_relative_score, limit=max_urls)
+        return Decision(kept, method="offline-hybrid", scores=[float(s) for s in scores])
+
+    def rank_sections(
+        self, question: str, page: PageOverview, sections: list[SectionPreview], *, max_sections: int
+    ) -> Decision[list[int]]:
+        scores = hybrid_scores(question, [s.preview for s in sections], self.embedder)
+        kept = keep_relative(
+            scores, min_relative=self.cfg.section_rank.min_relative_score, limit=max_sections, floor=0.1
+        )
+        return Decision(kept, method="offline-hybrid", scores=[float(s) for s in scores])
+
+    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
+        support = citation_support(answer, sources, self.embedder)
+        threshold = self.cfg.citations.support_threshold
+        cited: list[int] = []
+        best_scores = [0.0] * len(sources)
+        for row in support:  # per answer sentence: the most specific supporting source
+            j = int(np.argmax(row))
+            if row[j] >= threshold and sources[j].index not in cited:
+                cited.append(sources[j].index)
+        for j in range(len(sources)):
+            best_scores[j] = float(support[:, j].max()) if support.size else 0.0
+        return Decision(sorted(cited), method="offline-support", scores=best_scores)
+
+
+def citation_support(answer: str, sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:
+    """(answer sentences x sources): the best cosine between the sentence and any source sentence."""
+    sentences = [strip_markers(s) for s in split_sentences(strip_markers(answer))]
+    sentences = [s for s in (re.sub(r"^\d+\.\s+", "", s) for s in sentences) if word_count(s) >= 3]
+    if not sentences or not sources:
+        return np.zeros((len(sentences), len(sources)), dtype=np.float32)
+    answer_vecs = embedder.encode(sentences)
+    out = np.zeros((len(sentences), len(sources)), dtype=np.float32)
+    by_source: dict[int, list[str]] = {}
+    for c in _candidates(sources):  # the draft's candidates: their vectors are already cached
+        by_source.setdefault(c.source, []).append(c.text)
+    for j, source in enumerate(sources):
+        source_sentences = by_source.get(source.index)
+        if source_sentences:
+            out[:, j] = (answer_vecs @ embedder.encode(source_sentences).T).max(axis=1)
+    return out
+
+
+# Sentences considered per section, and how many candidates go on to the (costly) embedding step.
+PER_SECTION = 15
+EMBED_CANDIDATES = 80
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    source: int  # SourceDoc.index
+    section_rank: int  # position of the section among the source's kept sections
+    position: int  # sentence position within the section
+    text: str
+
+
+def _candidates(sources: list[SourceDoc], per_section: int = PER_SECTION) -> list[_Candidate]:
+    out = []
+    for source in sources:
+        for rank, section in enumerate(source.sections):
+            sentences = [s for s in split_sentences(section.text) if not s.startswith("#") and word_count(s) >= 3]
+            out.extend(_Candidate(source.index, rank, pos, s) for pos, s in enumerate(sentences[:per_section]))
+    return out
+
+
+def _shortlist(question: str, candidates: list[_Candidate]) -> list[_Candidate]:
+    """The candidates worth embedding: each section's lead sentence and the best by BM25."""
+    if len(candidates) <= EMBED_CANDIDATES:
+        return candidates
+    lexical = bm25_scores(question, [c.text for c in candidates])
+    keep = {i for i, c in enumerate(candidates) if c.position == 0}
+    for i in np.argsort(-lexical, kind="stable"):
+        if len(keep) >= EMBED_CANDIDATES:
+            break
+        keep.add(int(i))
+    return [c for i, c in enumerate(candidates) if i in keep]
+
+
+class OfflineWriterModel:
+    """Extractive stand-in for the strong model's two passes."""
+
+    def __init__(self, embedder: Embedder, cfg: PipelineConfig):
+        self.embedder = embedder
+        self.cfg = cfg
+        self.identity = f"{OFFLINE_VERSION}:writer:{embedder.model_id}"
+
+    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
+        prompt = ChatTurn("user", f"{question}\n\n[{len(sources)} sources]")
+        candidates = _candidates(sources)
+        if not candidates:
+            return Decision(Conversation((prompt, ChatTurn("model", ""))), method="offline-mmr",
+                            status="no_evidence", error="no source text to draw an answer from")
+        candidates = _shortlist(question, candidates)
+        texts = [c.text for c in candidates]
+        relevance = hybrid_scores(question, texts, self.embedder)
+        # The ranker's order carries signal too: a small bonus for the best sections of a page.
+        relevance = relevance + np.array([0.05 / (1 + c.section_rank) for c in candidates], dtype=np.float32)
+        chosen = mmr_select(
+            relevance,
+            self.embedder.encode(texts),
+            [word_count(t) for t in texts],
+            budget=max_words,
+            lam=self.cfg.generation.mmr_lambda,
+        )
+        # Read in document order: by source, then section, then sentence.
+        chosen.sort(key=lambda i: (candidates[i].source, candidates[i].section_rank, candidates[i].position))
+        text = " ".join(f"{candidates[i].text} [{candidates[i].source}]" for i in chosen)
+        return Decision(Conversation((prompt, ChatTurn("model", text))), method="offline-mmr")
+
+    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample]) -> Decision[str]:
+        draft = conversation.last_reply
+        if not draft.strip():
+            return Decision("", method="offline-fit", status="no_evidence", error="the draft is empty")
+        target = self.target_words(examples)
+        sentences = [s for s in split_sentences(draft) if s.strip()]
+        if sum(word_count(strip_markers(s)) for s in sentences) > target and len(sentences) > 1:
+            relevance = self.embedder.encode([strip_markers(s) for s in sentences]) @ self.embedder.encode_one(question)
+            keep = set(range(len(sentences)))
+            for i in np.argsort(relevance, kind="stable"):  # drop the least relevant first
+                if sum(word_count(strip_markers(sentences[j])) for j in keep) <= target or len(keep) == 1:
+                    break
+                keep.discard(int(i))
+            sentences = [s for j, s in enumerate(sentences) if j in keep]
+        if is_howto(question) and len(sentences) > 1:
+            text = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, 1))
+        else:
+            text = " ".join(sentences)
+        return Decision(text, method="offline-fit")
+
+    def target_words(self, examples: list[FewShotExample]) -> int:
+        """The examples' median answer length, within sane bounds; the draft budget without examples."""
+        if not examples:
+            return self.cfg.generation.draft_words
+        median = statistics.median(word_count(e.answer) for e in examples)
+        return int(min(max(median, 30), 300))

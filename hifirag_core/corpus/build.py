@@ -1,0 +1,71 @@
+"""Building the local corpus: from the shared tarballs, a folder, or Debian's own packages."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from hifirag_core.blobs import BlobStore
+from hifirag_core.corpus.sources import (
+    SITES,
+    SourcePage,
+    docs_html_dir,
+    iter_folder_pages,
+    iter_tarball_pages,
+)
+from hifirag_core.corpus.store import Corpus, CorpusError
+
+
+def _tarball_pages(folder: Path) -> Iterator[SourcePage]:
+    for tarball in sorted(folder.glob("*.html.tar.xz")):
+        yield from iter_tarball_pages(tarball)
+
+
+def build_from_tarballs(root: Path, blobs: BlobStore, folder: Path,
+                        progress: Callable[[int], None] | None = None) -> Corpus:
+    tarballs = sorted(folder.glob("*.html.tar.xz"))
+    if not tarballs:
+        raise CorpusError(f"no *.html.tar.xz files in {folder}")
+    return Corpus.build(root, blobs, _tarball_pages(folder), sources=[t.name for t in tarballs], progress=progress)
+
+
+def build_from_folder(root: Path, blobs: BlobStore, folder: Path, base_url: str,
+                      progress: Callable[[int], None] | None = None) -> Corpus:
+    if not folder.is_dir():
+        raise CorpusError(f"{folder} is not a folder")
+    return Corpus.build(root, blobs, iter_folder_pages(folder, base_url), sources=[str(folder)], progress=progress)
+
+
+def build_from_debian(root: Path, blobs: BlobStore, progress: Callable[[int], None] | None = None,
+                      log: Callable[[str], None] = print) -> Corpus:
+    """Fetch the same five documentation packages with ``apt-get download`` and build from them."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise CorpusError("apt-get/dpkg-deb are not available: pass a folder of HTML pages with --folder")
+    with tempfile.TemporaryDirectory(prefix="hifirag-debs-") as tmp:
+        work = Path(tmp)
+        log(f"downloading {', '.join(SITES)} with apt-get ...")
+        done = subprocess.run(["apt-get", "download", *SITES], cwd=work, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CorpusError(f"apt-get download failed: {done.stderr.strip()[-500:]}")
+
+        def pages() -> Iterator[SourcePage]:
+            for deb in sorted(work.glob("*.deb")):
+                target = work / deb.stem
+                subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
+                site = SITES[deb.name.split("_", 1)[0]]
+                yield from iter_folder_pages(target / site.html_root, site=site)
+
+        return Corpus.build(root, blobs, pages(), sources=["apt-get download " + " ".join(SITES)], progress=progress)
+
+
+def build_default(root: Path, blobs: BlobStore, progress: Callable[[int], None] | None = None,
+                  log: Callable[[str], None] = print) -> Corpus:
+    """The documentation corpus from ../shared/data/docs_html, or from Debian when that is absent."""
+    folder = docs_html_dir()
+    if folder.is_dir() and any(folder.glob("*.html.tar.xz")):
+        return build_from_tarballs(root, blobs, folder, progress)
+    log(f"{folder} is absent; fetching the documentation packages from Debian instead")
+    return build_from_debian(root, blobs, progress, log)

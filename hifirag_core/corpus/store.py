@@ -1,0 +1,246 @@
+"""The local corpus: the offline stand-in for both the search engine and the web.
+
+A corpus is built once from HTML pages (the documentation tarballs or a folder): every page's
+bytes go to the content-addressed blob store, its title and main text (from the sectioner) to
+``pages.parquet``, and a BM25 index (bm25s) over title + text is saved beside it. Search answers
+like a web search API: title, URL and a query-biased snippet. Excluded URL patterns (the FAQ
+protocol leaves the FAQ pages out) are masked at query time, so any exclusion set is free.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import Stemmer
+
+from hifirag_core.backends.base import SearchHit
+from hifirag_core.blobs import BlobStore
+from hifirag_core.corpus.sources import SourcePage
+from hifirag_core.hashing import stable_hash
+from hifirag_core.sectioning import parse_sections
+from hifirag_core.text import normalize_ws, split_sentences
+
+CORPUS_VERSION = 1
+SNIPPET_CHARS = 240
+
+
+class CorpusError(RuntimeError):
+    """The corpus is missing, empty or cannot be built from what was given."""
+
+
+@dataclass(frozen=True)
+class CorpusPage:
+    url: str
+    site: str
+    title: str
+    text: str
+    sha256: str
+
+
+def normalize_url(url: str) -> str:
+    """The form pages are stored under: no fragment, https, no trailing ``index.html``."""
+    url = url.split("#", 1)[0].strip()
+    if url.startswith("http://"):
+        url = "https://" + url[len("http://") :]
+    return url
+
+
+def _tokenize(texts: list[str], stemmer: Stemmer.Stemmer) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False)
+
+
+class Corpus:
+    """A built corpus under ``root`` (``<data root>/corpus/<name>``)."""
+
+    def __init__(self, root: Path, blobs: BlobStore):
+        self.root = Path(root)
+        self.blobs = blobs
+        self._pages: dict[str, CorpusPage] | None = None
+        self._indexes: dict[tuple[str, ...], CorpusIndex] = {}
+        self._bm25: tuple[list[str], bm25s.BM25] | None = None
+        self._stemmer = Stemmer.Stemmer("english")
+
+    @property
+    def pages_path(self) -> Path:
+        return self.root / "pages.parquet"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists() and self.pages_path.exists()
+
+    def manifest(self) -> dict:
+        if not self.exists():
+            raise CorpusError(f"no corpus at {self.root}; build it with `hifirag corpus build`")
+        return json.loads(self.manifest_path.read_text())
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest()["fingerprint"]
+
+    # --- building -----------------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        root: Path,
+        blobs: BlobStore,
+        pages: Iterable[SourcePage],
+        *,
+        sources: list[str],
+        progress: Callable[[int], None] | None = None,
+    ) -> Corpus:
+        """Parse every page once, store its bytes and text, and write the page table."""
+        rows: dict[str, list] = {k: [] for k in ("url", "site", "relpath", "title", "text", "sha256", "n_bytes")}
+        seen: set[str] = set()
+        for i, page in enumerate(pages, 1):
+            url = normalize_url(page.url)
+            if url in seen:
+                continue
+            seen.add(url)
+            parsed = parse_sections(page.html, url)
+            text = "\n\n".join(
+                (("#" * max(s.level, 1) + " " + s.heading + "\n\n") if s.heading else "") + s.text
+                for s in parsed.sections
+            )
+            rows["url"].append(url)
+            rows["site"].append(page.site)
+            rows["relpath"].append(page.relpath)
+            rows["title"].append(normalize_ws(parsed.title or page.relpath))
+            rows["text"].append(text)
+            rows["sha256"].append(blobs.put(page.html))
+            rows["n_bytes"].append(len(page.html))
+            if progress:
+                progress(i)
+        if not rows["url"]:
+            raise CorpusError("no HTML pages found in the given sources")
+        root = Path(root)
+        if root.exists():
+            shutil.rmtree(root)  # a rebuild replaces the pages and the index built on them
+        root.mkdir(parents=True)
+        pq.write_table(pa.table(rows), root / "pages.parquet", compression="zstd")
+        stemmer = Stemmer.Stemmer("english")
+        bm25 = bm25s.BM25()
+        bm25.index(_tokenize([f"{t}\n{x}" for t, x in zip(rows["title"], rows["text"], strict=True)], stemmer),
+                   show_progress=False)
+        bm25.save(root / "bm25", show_progress=False)
+        (root / "bm25" / "urls.json").write_text(json.dumps(rows["url"]))
+        fingerprint = stable_hash({"v": CORPUS_VERSION, "pages": sorted(zip(rows["url"], rows["sha256"], strict=True))})
+        manifest = {
+            "version": CORPUS_VERSION,
+            "fingerprint": fingerprint,
+            "pages": len(rows["url"]),
+            "sites": sorted(set(rows["site"])),
+            "sources": sources,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        return cls(root, blobs)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def pages(self) -> dict[str, CorpusPage]:
+        if self._pages is None:
+            if not self.exists():
+                raise CorpusError(f"no corpus at {self.root}; build it with `hifirag corpus build`")
+            table = pq.read_table(self.pages_path, columns=["url", "site", "title", "text", "sha256"])
+            self._pages = {
+                row["url"]: CorpusPage(**row) for row in table.to_pylist()
+            }
+        return self._pages
+
+    def page(self, url: str) -> CorpusPage | None:
+        return self.pages().get(normalize_url(url))
+
+    def bm25(self) -> tuple[list[str], bm25s.BM25]:
+        """The BM25 index over every page, with the URL of each document position."""
+        if self._bm25 is None:
+            folder = self.root / "bm25"
+            urls = json.loads((folder / "urls.json").read_text())
+            self._bm25 = (urls, bm25s.BM25.load(folder, show_progress=False, mmap=False))
+        return self._bm25
+
+    def index(self, exclude: tuple[str, ...] = ()) -> CorpusIndex:
+        """A search view of the corpus with the pages matching ``exclude`` left out."""
+        key = tuple(sorted(exclude))
+        if key not in self._indexes:
+            urls, bm25 = self.bm25()
+            mask = np.array([0.0 if is_excluded(u, key) else 1.0 for u in urls], dtype=np.float32)
+            if not mask.any():
+                raise CorpusError(f"every page of the corpus matches the exclusions {list(key)}")
+            self._indexes[key] = CorpusIndex(self, key, urls, bm25, mask)
+        return self._indexes[key]
+
+    def tokenize(self, texts: list[str]) -> list[list[str]]:
+        return _tokenize(texts, self._stemmer)
+
+
+def is_excluded(url: str, exclude: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(url, pattern) for pattern in exclude)
+
+
+class CorpusIndex:
+    """Search over a corpus minus its excluded pages (masked out at query time)."""
+
+    def __init__(self, corpus: Corpus, exclude: tuple[str, ...], urls: list[str], bm25: bm25s.BM25,
+                 mask: np.ndarray):
+        self.corpus = corpus
+        self.exclude = exclude
+        self.urls = urls
+        self.bm25 = bm25
+        self.mask = mask
+
+    @property
+    def identity(self) -> str:
+        """Changes with the corpus content and the exclusion set: part of search cache keys."""
+        return stable_hash({"corpus": self.corpus.fingerprint, "exclude": list(self.exclude)})
+
+    def __len__(self) -> int:
+        return int(self.mask.sum())
+
+    def __contains__(self, url: str) -> bool:
+        return self.corpus.page(url) is not None and not is_excluded(normalize_url(url), self.exclude)
+
+    def search(self, query: str, num: int = 10) -> list[SearchHit]:
+        """Top ``num`` pages by BM25, each with a snippet around the query's terms."""
+        query_tokens = self.corpus.tokenize([query])
+        if not query_tokens[0]:
+            return []
+        k = min(num, len(self))
+        docs, scores = self.bm25.retrieve(
+            query_tokens, k=k, show_progress=False, n_threads=1, weight_mask=self.mask
+        )
+        hits = []
+        terms = set(query_tokens[0])
+        for doc, score in zip(docs[0], scores[0], strict=True):
+            if score <= 0:
+                continue
+            page = self.corpus.pages()[self.urls[int(doc)]]
+            hits.append(SearchHit(title=page.title, url=page.url, snippet=self.snippet(page.text, terms)))
+        return hits
+
+    def snippet(self, text: str, terms: set[str]) -> str:
+        """The passage of up to two sentences that holds the most distinct query terms."""
+        sentences = [s for s in split_sentences(text) if not s.startswith("#")][:400]
+        if not sentences:
+            return ""
+        stems = [terms.intersection(s) for s in self.corpus.tokenize(sentences)]
+        pairs = [len(a | b) + 0.1 * len(a) for a, b in zip(stems, stems[1:] + [set()], strict=True)]
+        best = int(np.argmax(pairs))  # earliest of the best: the lead of a page is usually its point
+        passage = " ".join(sentences[best : best + 2])
+        if len(passage) <= SNIPPET_CHARS:
+            return passage
+        cut = passage[:SNIPPET_CHARS].rsplit(" ", 1)[0]
+        return cut.rstrip(",;:") + " ..."

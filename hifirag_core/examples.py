@@ -1,0 +1,62 @@
+"""The refine pass's few-shot examples: chosen per dataset, read from the shared data by id."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from hifirag_core.backends.base import FewShotExample
+from hifirag_core.config import PROJECT_ROOT
+from hifirag_core.corpus.sources import shared_data_dir
+
+EXAMPLES_FILE = PROJECT_ROOT / "prompts" / "refine_examples.toml"
+
+
+class ExamplesError(ValueError):
+    """An example set that is unknown or cannot be read."""
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    name: str  # "" when the run has no examples
+    examples: tuple[FewShotExample, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(e.example_id for e in self.examples)
+
+
+def example_set_names(path: Path = EXAMPLES_FILE) -> list[str]:
+    return sorted(tomllib.loads(path.read_text()))
+
+
+def resolve_example_set(spec: str, dataset_format: str, *, path: Path = EXAMPLES_FILE,
+                        data_dir: Path | None = None) -> ExampleSet:
+    """``spec`` is ``auto`` (the dataset's own set, if it has one), ``none``, or a set name."""
+    sets = tomllib.loads(path.read_text())
+    if spec == "none" or (spec == "auto" and dataset_format not in sets):
+        return ExampleSet("", ())
+    name = dataset_format if spec == "auto" else spec
+    if name not in sets:
+        raise ExamplesError(f"no example set {name!r} in {path.name}; known: {', '.join(sorted(sets))}")
+    entry = sets[name]
+    source = (data_dir or shared_data_dir()) / entry["file"]
+    if not source.exists():
+        raise ExamplesError(
+            f"example set {name!r} reads {source}, which does not exist; "
+            "set HIFIRAG_SHARED_DATA or run with --set generation.examples=none"
+        )
+    wanted = list(entry["ids"])
+    found: dict[str, FewShotExample] = {}
+    with source.open(encoding="utf-8") as fh:
+        for line in fh:
+            obj = json.loads(line)
+            ex_id = str(obj.get(entry["id_field"]))
+            if ex_id in wanted:
+                found[ex_id] = FewShotExample(obj[entry["question_field"]], obj[entry["answer_field"]], ex_id)
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise ExamplesError(f"example set {name!r}: ids not found in {source.name}: {missing}")
+    return ExampleSet(name, tuple(found[i] for i in wanted))

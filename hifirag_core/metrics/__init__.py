@@ -1,0 +1,1 @@
+"""Evaluation metrics: pure functions over answers, references and rankings."""

@@ -1,0 +1,174 @@
+"""Question sets: JSONL in the MMU-RAGent format, the docs FAQ format, or any mapped fields.
+
+Every problem in a file is reported at once, each naming its line, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hifirag_core.hashing import stable_hash
+
+# format name -> (id field, query field, reference field)
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "mmu_ragent": ("iid", "query", "reference"),
+    "docs_faq": ("id", "question", "answer"),
+}
+_MAX_LISTED = 20
+
+
+class InputError(ValueError):
+    """A question file that cannot be used as it is; ``problems`` name each bad line."""
+
+    def __init__(self, path: Path, problems: list[str]):
+        self.path = path
+        self.problems = problems
+        listed = "\n".join(f"  {p}" for p in problems[:_MAX_LISTED])
+        more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
+        super().__init__(f"{path}: {len(problems)} problem(s); nothing was written\n{listed}{more}")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    query: str
+    reference: str | None
+    line_no: int
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    path: Path
+    format: str  # mmu_ragent | docs_faq | custom
+    questions: tuple[Question, ...]
+    dropped: tuple[str, ...] = ()  # ids left out, with the reason in ``note``
+    note: str | None = None
+
+    @property
+    def dataset(self) -> str:
+        return self.format if self.format != "custom" else f"custom:{self.path.stem}"
+
+    @property
+    def fingerprint(self) -> str:
+        return stable_hash([(q.id, q.query, q.reference) for q in self.questions])
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+
+def detect_format(first: dict) -> str:
+    if "iid" in first and "query" in first:
+        return "mmu_ragent"
+    if "id" in first and "question" in first:
+        return "docs_faq"
+    return "custom"
+
+
+def load_questions(
+    path: Path,
+    *,
+    fields: dict[str, str] | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    ids: Sequence[str] | None = None,
+    exclude_ids: Sequence[str] = (),
+) -> QuestionSet:
+    """Read and validate a JSONL question file, then select questions.
+
+    ``fields`` maps ``id``/``query``/``reference`` to other field names for custom files.
+    Selection order: ``exclude_ids`` (such as the few-shot examples), then ``ids``, then
+    ``sample`` (that many questions spread evenly over the file), then ``limit`` (the first N).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, ["file not found"])
+    problems: list[str] = []
+    objects: list[tuple[int, dict]] = []
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"line {line_no}: not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
+                continue
+            objects.append((line_no, obj))
+    if not objects and not problems:
+        raise InputError(path, ["the file holds no questions"])
+
+    fmt = detect_format(objects[0][1]) if objects else "custom"
+    if fields:
+        fmt = "custom"
+        id_field, query_field, ref_field = (fields.get("id", "id"), fields.get("query", "query"),
+                                            fields.get("reference", "reference"))
+    elif fmt == "custom":
+        id_field, query_field, ref_field = "id", "query", "reference"
+    else:
+        id_field, query_field, ref_field = FORMATS[fmt]
+
+    questions: list[Question] = []
+    first_line: dict[str, int] = {}
+    for line_no, obj in objects:
+        qid, query, reference = obj.get(id_field), obj.get(query_field), obj.get(ref_field)
+        bad = False
+        if qid is None:
+            problems.append(f"line {line_no}: missing field {id_field!r}")
+            bad = True
+        elif not isinstance(qid, (str, int)) or not str(qid).strip():
+            problems.append(f"line {line_no}: field {id_field!r} must be a non-empty string")
+            bad = True
+        if query is None:
+            problems.append(f"line {line_no}: missing field {query_field!r}")
+            bad = True
+        elif not isinstance(query, str) or not query.strip():
+            problems.append(f"line {line_no}: empty query in field {query_field!r}")
+            bad = True
+        if reference is not None and not isinstance(reference, str):
+            problems.append(f"line {line_no}: field {ref_field!r} must be a string or null")
+            bad = True
+        if bad:
+            continue
+        qid = str(qid).strip()
+        if qid in first_line:
+            problems.append(f"line {line_no}: duplicate id {qid!r} (first on line {first_line[qid]})")
+            continue
+        first_line[qid] = line_no
+        meta = {k: v for k, v in obj.items() if k not in (id_field, query_field, ref_field)}
+        questions.append(Question(qid, query.strip(), reference, line_no, meta))
+    if problems:
+        raise InputError(path, problems)
+    return _select(QuestionSet(path, fmt, tuple(questions)), limit=limit, sample=sample, ids=ids,
+                   exclude_ids=exclude_ids)
+
+
+def _select(qs: QuestionSet, *, limit: int | None, sample: int | None, ids: Sequence[str] | None,
+            exclude_ids: Sequence[str]) -> QuestionSet:
+    questions = list(qs.questions)
+    dropped = [q.id for q in questions if q.id in set(exclude_ids)]
+    questions = [q for q in questions if q.id not in set(exclude_ids)]
+    if ids:
+        by_id = {q.id: q for q in questions}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise InputError(qs.path, [f"no question with id {i!r}" + (" (it is a few-shot example)"
+                                                                          if i in dropped else "")
+                                       for i in unknown])
+        questions = [by_id[i] for i in ids]
+    if sample is not None and 0 < sample < len(questions):
+        step = len(questions) / sample
+        questions = [questions[int(i * step)] for i in range(sample)]
+    if limit is not None:
+        questions = questions[:limit]
+    if not questions:
+        raise InputError(qs.path, ["no questions left after selection"])
+    note = (f"{len(dropped)} question(s) left out because they are the refine pass's few-shot examples"
+            if dropped else None)
+    return QuestionSet(qs.path, qs.format, tuple(questions), tuple(dropped), note)

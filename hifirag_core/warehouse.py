@@ -1,0 +1,214 @@
+"""The warehouse: the one writer of stage records, and DuckDB views over them.
+
+Layout under the data root::
+
+    tables/<table>/run_id=<run>/<stage>--<question-key>.parquet   one file per (run, stage, question)
+    tables/<table>/run_id=<run>/_compacted.parquet                a finished run's files, merged
+    hifirag.duckdb                                                 the views, for external SQL tools
+
+Writes are idempotent: the file name is a function of (table, run, stage, question), and a file
+is written to a temporary name and renamed into place, so writing the same key twice leaves one
+copy and a crash never leaves half a file where a query can see it. Writes and compaction of a
+partition hold its file lock, so two processes writing at once never lose or duplicate a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hifirag_core.config import PROJECT_ROOT
+from hifirag_core.hashing import text_hash
+from hifirag_core.records import TABLES, Record, arrow_schema, to_table
+
+VIEWS_DIR = PROJECT_ROOT / "warehouse" / "views"
+COMPACTED = "_compacted.parquet"
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+}
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse operation that cannot be done as asked (bad run id, bad SQL, ...)."""
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.match(run_id):
+        raise WarehouseError(
+            f"run id {run_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "
+            "and start with a letter or digit"
+        )
+    return run_id
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+class Warehouse:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.tables_dir = self.root / "tables"
+        self.duckdb_path = self.root / "hifirag.duckdb"
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def partition(self, table: str, run_id: str) -> Path:
+        return self.tables_dir / table / f"run_id={check_run_id(run_id)}"
+
+    @staticmethod
+    def _key_file(stage: str, question_id: str) -> str:
+        key = text_hash(question_id, 16) if question_id else "run"
+        return f"{stage}--{key}.parquet"
+
+    def write(self, table: str, records: Sequence[Record], *, run_id: str, stage: str, question_id: str = "") -> int:
+        """Persist one stage's rows for one question, replacing any earlier write of the same key.
+
+        The run id and question id are stamped on every row (the records themselves are not
+        changed, so they still fingerprint the same); rows may be empty (the stage ran and
+        produced nothing), which still replaces what an earlier attempt wrote.
+        """
+        stamps = {"question_id": question_id} if question_id else {}
+        # the partition directory carries the run id
+        arrow = to_table(list(records), TABLES[table], **stamps).drop_columns(["run_id"])
+        arrow = arrow.append_column(
+            "_written_at", pa.array([datetime.now(UTC)] * arrow.num_rows, pa.timestamp("us", tz="UTC"))
+        )
+        part = self.partition(table, run_id)
+        part.mkdir(parents=True, exist_ok=True)
+        with self._lock(part):  # so a concurrent compaction never deletes this write
+            compacted = part / COMPACTED
+            if compacted.exists():
+                self._drop_from_compacted(compacted, stage, question_id)
+            self._atomic_write(arrow, part / self._key_file(stage, question_id))
+        return arrow.num_rows
+
+    @staticmethod
+    def _atomic_write(arrow: pa.Table, target: Path) -> None:
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        pq.write_table(arrow, tmp, compression="zstd")
+        os.replace(tmp, target)
+
+    @contextlib.contextmanager
+    def _lock(self, part: Path) -> Iterator[None]:
+        with open(part / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _drop_from_compacted(self, compacted: Path, stage: str, question_id: str) -> None:
+        """Remove a key's rows from the compacted file before that key is written again."""
+        merged = pq.read_table(compacted)
+        same = pc.and_(pc.equal(merged["stage"], stage), pc.equal(merged["question_id"], question_id))
+        if pc.any(same).as_py():
+            self._atomic_write(merged.filter(pc.invert(same)), compacted)
+
+    def compact_run(self, run_id: str) -> int:
+        """Merge each table's small files for a run into one; returns the files removed."""
+        removed = 0
+        if not self.tables_dir.exists():
+            return 0
+        for table_dir in sorted(p for p in self.tables_dir.iterdir() if p.is_dir()):
+            part = table_dir / f"run_id={check_run_id(run_id)}"
+            if not part.exists():
+                continue
+            with self._lock(part):
+                files = sorted(p for p in part.glob("*.parquet") if p.name != COMPACTED)
+                if not files:
+                    continue
+                sources = files + ([part / COMPACTED] if (part / COMPACTED).exists() else [])
+                merged = pa.concat_tables([pq.read_table(p) for p in sources], promote_options="permissive")
+                self._atomic_write(merged, part / COMPACTED)
+                for p in files:
+                    p.unlink()
+                removed += len(files)
+        return removed
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _glob(self, table: str) -> str:
+        return (self.tables_dir / table / "*" / "*.parquet").as_posix()
+
+    def _has_files(self, table: str) -> bool:
+        base = self.tables_dir / table
+        return base.exists() and any(base.glob("*/*.parquet"))
+
+    def view_statements(self) -> list[str]:
+        """CREATE VIEW statements: one per stage table, then the SQL files in warehouse/views."""
+        template = (VIEWS_DIR / "00_tables.sql").read_text()
+        statements = []
+        for table, cls in TABLES.items():
+            if self._has_files(table):
+                statements.append(template.format(table=table, glob=self._glob(table)))
+            else:
+                cols = ", ".join(
+                    f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in arrow_schema(cls)
+                )
+                statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} WHERE false;")
+        for path in sorted(VIEWS_DIR.glob("*.sql")):
+            if path.name != "00_tables.sql":
+                statements.append(path.read_text())
+        return statements
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with every view defined (always current)."""
+        con = duckdb.connect(":memory:")
+        for statement in self.view_statements():
+            con.execute(statement)
+        return con
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
+        con = self.connect()
+        try:
+            cur = con.execute(sql, params or [])
+            columns = [d[0] for d in cur.description] if cur.description else []
+            return QueryResult(columns, cur.fetchall())
+        except duckdb.Error as exc:
+            raise WarehouseError(str(exc).strip()) from None
+        finally:
+            con.close()
+
+    def refresh_duckdb_file(self) -> Path:
+        """Write ``hifirag.duckdb`` with the views, for DuckDB's CLI and other SQL tools.
+
+        Built under a temporary name and renamed, so a tool holding the old file open is never
+        blocked and never sees a half-made one.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".hifirag.{uuid.uuid4().hex}.duckdb"
+        con = duckdb.connect(str(tmp))
+        try:
+            for statement in self.view_statements():
+                con.execute(statement)
+        finally:
+            con.close()
+        os.replace(tmp, self.duckdb_path)
+        return self.duckdb_path
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return f"{_duckdb_type(t.value_type)}[]"
+    return _DUCKDB_TYPES[t]

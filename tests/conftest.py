@@ -1,0 +1,64 @@
+"""Test settings: Prefect and the models stay inside a temporary folder and never touch a network."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="hifirag-tests-"))
+# Before anything imports Prefect: its home, database and results live in the session folder.
+os.environ["PREFECT_HOME"] = str(_SESSION_DIR / "prefect-home")
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_SESSION_DIR / "prefect-results")
+os.environ.pop("HIFIRAG_DATA_ROOT", None)
+
+from flows.environment import configure  # noqa: E402
+
+configure(_SESSION_DIR / "data")
+
+from tests.sitegen import BASE_URL, write_questions, write_site  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect server (SQLite in a temporary folder) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(scope="session")
+def site_dir(tmp_path_factory) -> Path:
+    return write_site(tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture
+def data_root(tmp_path, site_dir) -> Path:
+    """A fresh data root whose ``docs`` corpus is the Tidewater site."""
+    from hifirag_core.corpus.build import build_from_folder
+    from hifirag_core.runtime import corpus_at
+
+    root = tmp_path / "data"
+    corpus = corpus_at(root, "docs")
+    build_from_folder(corpus.root, corpus.blobs, site_dir, BASE_URL)
+    return root
+
+
+@pytest.fixture
+def questions_file(tmp_path) -> Path:
+    return write_questions(tmp_path / "questions.jsonl")
+
+
+def pytest_collection_modifyitems(config, items):
+    from hifirag_core.corpus.sources import shared_data_dir
+
+    shared = shared_data_dir()
+    if shared.exists():
+        return
+    skip = pytest.mark.skip(reason=f"needs the shared data sets at {shared} (set HIFIRAG_SHARED_DATA)")
+    for item in items:
+        if "shared_data" in item.keywords:
+            item.add_marker(skip)

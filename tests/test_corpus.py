@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import pytest
+
+from hifirag_core.backends.offline import LocalFetcher, LocalSearch
+from hifirag_core.corpus.build import build_from_folder
+from hifirag_core.corpus.sources import SITES, Site, docs_html_dir, iter_tarball_pages
+from hifirag_core.corpus.store import CorpusError, normalize_url
+from hifirag_core.runtime import corpus_at, open_corpus
+from tests.sitegen import BASE_URL
+
+
+@pytest.mark.parametrize("site, relpath, url", [
+    ("python3.11-doc", "library/os.html", "https://docs.python.org/3.11/library/os.html"),
+    ("python-django-doc", "topics/db/models.html", "https://docs.djangoproject.com/en/3.2/topics/db/models/"),
+    ("python-django-doc", "faq/index.html", "https://docs.djangoproject.com/en/3.2/faq/"),
+    ("python-django-doc", "index.html", "https://docs.djangoproject.com/en/3.2/"),
+    ("postgresql-doc-15", "sql-vacuum.html", "https://www.postgresql.org/docs/15/sql-vacuum.html"),
+    ("sqlite3-doc", "lang_select.html", "https://www.sqlite.org/lang_select.html"),
+    ("debian-faq", "ftparchives.en.html", "https://www.debian.org/doc/manuals/debian-faq/ftparchives.en.html"),
+])
+def test_pages_get_their_real_urls(site, relpath, url):
+    assert SITES[site].url_for(relpath) == url
+
+
+def test_url_normalization():
+    assert normalize_url("http://a.example/x.html#frag") == "https://a.example/x.html"
+
+
+def test_a_folder_corpus_searches_like_a_web_api(data_root):
+    corpus = open_corpus(data_root, "docs")
+    assert corpus.manifest()["pages"] == 6
+    search = LocalSearch(corpus.index())
+    hits = search.search("limit bandwidth during sync", num=3)
+    assert hits[0].url == BASE_URL + "sync.html"
+    assert "Syncing folders" in hits[0].title
+    assert "--max-rate" in hits[0].snippet or "bandwidth" in hits[0].snippet
+    # navigation chrome is not indexed as content: the footer text matches nothing
+    assert search.search("documentation generator authors", num=3) == [] or all(
+        "generator" not in h.snippet for h in search.search("documentation generator authors", num=3))
+
+
+def test_excluded_pages_are_neither_found_nor_fetched(data_root):
+    corpus = open_corpus(data_root, "docs")
+    index = corpus.index((BASE_URL + "sync*",))
+    assert all("sync" not in h.url for h in LocalSearch(index).search("sync bandwidth max-rate", num=6))
+    fetcher = LocalFetcher(index, corpus.blobs)
+    assert fetcher.fetch(BASE_URL + "sync.html").status == "not_found"
+    page = fetcher.fetch(BASE_URL + "install.html#requirements")
+    assert page.status == "ok" and b"libyaml" in page.body
+    assert fetcher.fetch("https://elsewhere.example/").status == "not_found"
+
+
+def test_excluding_everything_and_missing_corpora_are_clear_errors(data_root, tmp_path):
+    with pytest.raises(CorpusError, match="every page"):
+        open_corpus(data_root, "docs").index(("*",))
+    with pytest.raises(CorpusError, match="hifirag corpus build"):
+        open_corpus(tmp_path / "empty-root", "docs")
+    with pytest.raises(CorpusError, match="no HTML pages"):
+        target = corpus_at(tmp_path / "r", "x")
+        (tmp_path / "nothing").mkdir()
+        build_from_folder(target.root, target.blobs, tmp_path / "nothing", "https://x.example/")
+
+
+def test_blobs_are_stored_once_by_content(data_root, site_dir):
+    corpus = open_corpus(data_root, "docs")
+    before = sum(1 for _ in (data_root / "blobs").rglob("*") if _.is_file())
+    build_from_folder(corpus.root, corpus.blobs, site_dir, BASE_URL)
+    after = sum(1 for _ in (data_root / "blobs").rglob("*") if _.is_file())
+    assert before == after == 6
+
+
+@pytest.mark.shared_data
+def test_the_documentation_tarballs_hold_the_expected_sites():
+    counts = {}
+    for tarball in sorted(docs_html_dir().glob("*.html.tar.xz")):
+        site = tarball.name.removesuffix(".html.tar.xz")
+        if site == "debian-faq":  # small enough to read whole here
+            pages = list(iter_tarball_pages(tarball))
+            counts[site] = len(pages)
+            assert all(p.url.startswith("https://www.debian.org/doc/manuals/debian-faq/") for p in pages)
+    assert counts == {"debian-faq": 17}
+    assert isinstance(SITES["sqlite3-doc"], Site)

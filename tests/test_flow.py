@@ -1,0 +1,90 @@
+"""The answer flow end to end on the offline default, through Prefect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.environment import stage_cache_at
+from hifirag_core.questions import InputError
+from hifirag_core.warehouse import Warehouse
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+STAGE_TABLES = ("query_plans", "search_results", "url_decisions", "pages", "sections", "section_decisions",
+                "drafts", "citations", "answers", "stage_runs")
+
+
+def _run(questions_file, data_root, **kwargs):
+    from flows.answer import answer_questions
+
+    with stage_cache_at(data_root):
+        return answer_questions(questions=str(questions_file), data_root=str(data_root), **kwargs)
+
+
+def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file, data_root):
+    first = _run(questions_file, data_root)
+    w = Warehouse(data_root)
+    run_id = first["run_id"]
+    assert first["status"] == "finished" and first["n_answered"] == 3
+    assert first["stage_computations"] == 3 * 10 and first["cache_hits"] == 0
+    for table in STAGE_TABLES:
+        (n,) = w.query(f"SELECT count(DISTINCT question_id) FROM {table} WHERE run_id = ?", [run_id]).rows[0]
+        assert n == 3, table
+    answer, cited = w.query(
+        "SELECT text, cited_urls FROM answers WHERE run_id = ? AND question_id = 'T1'", [run_id]).rows[0]
+    assert "--max-rate" in answer
+    assert "https://docs.tidewater.example/sync.html" in cited
+    (junk,) = w.query("SELECT count(*) FROM answers WHERE text ILIKE '%documentation generator%'").rows[0]
+    assert junk == 0
+    counts = {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0] for t in STAGE_TABLES}
+
+    second = _run(questions_file, data_root)
+    assert second["run_id"] == run_id  # the same questions and config: the same run
+    assert second["stage_computations"] == 0 and second["cache_hits"] == 30
+    assert {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0]
+            for t in STAGE_TABLES} == counts
+    (cached,) = w.query("SELECT bool_and(cached) FROM stage_runs WHERE run_id = ?",
+                        [run_id]).rows[0]
+    assert cached is True
+    (status,) = w.query("SELECT status FROM runs WHERE run_id = ?", [run_id]).rows[0]
+    assert status == "finished"
+
+
+def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(questions_file, data_root):
+    _run(questions_file, data_root)
+    changed = _run(questions_file, data_root, overrides=["section_rank.max_sections_total=2"])
+    w = Warehouse(data_root)
+    rows = dict(w.query("SELECT stage, bool_or(NOT cached) FROM stage_runs WHERE run_id = ? GROUP BY stage",
+                        [changed["run_id"]]).rows)
+    assert not any(rows[s] for s in ("query_plan", "search", "url_filter", "fetch", "sections"))
+    assert rows["section_rank"]
+
+
+def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, monkeypatch):
+    from hifirag_core.backends.base import TransientError
+    from hifirag_core.backends.offline import LocalFetcher
+    from tasks import fetch
+
+    def broken(self, url):
+        raise TransientError("connection reset")
+
+    monkeypatch.setattr(LocalFetcher, "fetch", broken)
+    monkeypatch.setattr(fetch.fetch_pages, "retry_delay_seconds", [0, 0])
+    summary = _run(questions_file, data_root)
+    assert summary["status"] == "partial" and summary["n_failed"] == 3
+    w = Warehouse(data_root)
+    rows = w.query("SELECT status, error FROM stage_runs WHERE run_id = ? AND stage = 'fetch'",
+                   [summary["run_id"]]).rows
+    assert len(rows) == 3 and all(s == "failed" and "connection reset" in e for s, e in rows)
+    answers = w.query("SELECT status, text FROM answers WHERE run_id = ?", [summary["run_id"]]).rows
+    assert all(s == "no_answer" and t is None for s, t in answers)  # no error text posing as an answer
+
+
+def test_bad_input_fails_before_anything_is_written(tmp_path, data_root):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"query": "fine", "iid": "A"}) + "\n{broken\n")
+    with pytest.raises(InputError, match="line 2"):
+        _run(bad, data_root)
+    assert not (data_root / "tables").exists()

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from hifirag_core.records import AnswerRecord, SectionRecord
+from hifirag_core.warehouse import Warehouse, WarehouseError
+
+
+def _answers(w: Warehouse, run_id: str = "r1"):
+    return w.query("SELECT question_id, text FROM answers WHERE run_id = ? ORDER BY question_id", [run_id]).rows
+
+
+def test_writing_the_same_key_twice_leaves_one_copy(tmp_path):
+    w = Warehouse(tmp_path)
+    w.write("answers", [AnswerRecord(text="first")], run_id="r1", stage="answer", question_id="q1")
+    w.write("answers", [AnswerRecord(text="second")], run_id="r1", stage="answer", question_id="q1")
+    w.write("answers", [AnswerRecord(text="other")], run_id="r1", stage="answer", question_id="q2")
+    assert _answers(w) == [("q1", "second"), ("q2", "other")]
+
+
+def test_an_empty_write_replaces_earlier_rows(tmp_path):
+    w = Warehouse(tmp_path)
+    rows = [SectionRecord(url="u", section_id=f"s{i}") for i in range(3)]
+    w.write("sections", rows, run_id="r1", stage="sections", question_id="q1")
+    w.write("sections", [], run_id="r1", stage="sections", question_id="q1")
+    assert w.query("SELECT count(*) FROM sections").rows == [(0,)]
+
+
+def test_compaction_merges_files_and_later_writes_replace_compacted_rows(tmp_path):
+    w = Warehouse(tmp_path)
+    for q in ("q1", "q2", "q3"):
+        w.write("answers", [AnswerRecord(text=q)], run_id="r1", stage="answer", question_id=q)
+    assert w.compact_run("r1") == 3
+    part = w.partition("answers", "r1")
+    assert [p.name for p in part.glob("*.parquet")] == ["_compacted.parquet"]
+    w.write("answers", [AnswerRecord(text="q2 again")], run_id="r1", stage="answer", question_id="q2")
+    assert _answers(w) == [("q1", "q1"), ("q2", "q2 again"), ("q3", "q3")]
+    w.compact_run("r1")
+    assert _answers(w) == [("q1", "q1"), ("q2", "q2 again"), ("q3", "q3")]
+
+
+def test_runs_are_separate_partitions(tmp_path):
+    w = Warehouse(tmp_path)
+    w.write("answers", [AnswerRecord(text="a")], run_id="r1", stage="answer", question_id="q1")
+    w.write("answers", [AnswerRecord(text="b")], run_id="r2", stage="answer", question_id="q1")
+    assert _answers(w, "r2") == [("q1", "b")]
+    assert (tmp_path / "tables" / "answers" / "run_id=r2").is_dir()
+
+
+def test_views_exist_for_tables_with_no_files_yet(tmp_path):
+    w = Warehouse(tmp_path)
+    result = w.query("SELECT * FROM section_decisions")
+    assert result.rows == [] and "final_score" in result.columns
+
+
+def test_derived_views_and_the_duckdb_file(tmp_path):
+    w = Warehouse(tmp_path)
+    w.write("answers", [AnswerRecord(text="a", cited_urls=["https://x"])], run_id="r1", stage="answer",
+            question_id="q1")
+    path = w.refresh_duckdb_file()
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT cited_urls FROM answers").fetchall() == [(["https://x"],)]
+    con.close()
+
+
+def test_bad_sql_and_bad_run_ids_are_clear_errors(tmp_path):
+    w = Warehouse(tmp_path)
+    with pytest.raises(WarehouseError, match="nonexistent"):
+        w.query("SELECT * FROM nonexistent")
+    with pytest.raises(WarehouseError, match="run id"):
+        w.write("answers", [], run_id="../escape", stage="answer", question_id="q")
+
+
+def _writer(root: str, worker: int) -> None:
+    w = Warehouse(Path(root))
+    for i in range(40):
+        # both workers write every key: the last write of a key wins, none is duplicated or lost
+        w.write("answers", [AnswerRecord(text=f"w{worker}-{i}")], run_id="r1", stage="answer", question_id=f"q{i}")
+        if i % 10 == 9:
+            w.compact_run("r1")
+
+
+def test_two_processes_writing_at_once_leave_one_row_per_key(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), n)) for n in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    w = Warehouse(tmp_path)
+    rows = w.query("SELECT question_id, count(*) FROM answers GROUP BY question_id").rows
+    assert len(rows) == 40 and all(n == 1 for _, n in rows)
+    assert {t for (t,) in w.query("SELECT text FROM answers").rows} <= {f"w{k}-{i}" for k in (1, 2) for i in range(40)}
