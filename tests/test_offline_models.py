@@ -1,0 +1,142 @@
+"""The offline backend's algorithms: real decisions, checked on content whose answers are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hifirag_core.backends.base import (
+    ChatTurn,
+    Conversation,
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
+from hifirag_core.backends.offline import (
+    OfflineFilterModel,
+    OfflineWriterModel,
+    _keyword_queries,
+    is_howto,
+    strip_markers,
+)
+from hifirag_core.config import build_config
+from hifirag_core.embeddings import Embedder
+from hifirag_core.retrieval import keep_relative, mmr_select
+from hifirag_core.text import word_count
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory) -> Embedder:
+    return Embedder(Path(tmp_path_factory.mktemp("vec")) / "v.sqlite")
+
+
+@pytest.fixture(scope="module")
+def models(embedder):
+    cfg = build_config()
+    return OfflineFilterModel(embedder, cfg), OfflineWriterModel(embedder, cfg)
+
+
+def test_keyword_queries_drop_personas_and_answer_style():
+    queries = _keyword_queries("As a media professor with 20 years of experience, explain like I'm five how a "
+                               "camera works", 2)
+    assert queries[0] == "camera works"
+    assert _keyword_queries("how to tie shoelaces step-by-step please", 2) == ["tie shoelaces"]
+    assert _keyword_queries("what is it", 2) == ["what is it"]  # nothing left: search as asked
+
+
+def test_focused_second_query_for_long_questions():
+    queries = _keyword_queries("Why does os.path.join drop earlier parts when a later argument is absolute on "
+                               "Windows machines", 2)
+    assert len(queries) == 2 and "os.path.join" in queries[1] and len(queries[1].split()) == 4
+
+
+def test_howto_detection():
+    assert is_howto("How do I season a cutting board?") and is_howto("Tell me how to cook pancakes step-by-step")
+    assert not is_howto("Why is the sky blue?")
+
+
+def test_url_selection_keeps_relevant_results_first(models):
+    filt, _ = models
+    candidates = [
+        UrlCandidate("https://a/garden", "Caring for tomatoes", "Water tomato plants deeply twice a week."),
+        UrlCandidate("https://a/sync", "Syncing folders", "Use --max-rate to limit the bandwidth a sync uses."),
+        UrlCandidate("https://a/config", "Configuring", "Profiles group settings; select one with --profile."),
+    ]
+    decision = filt.select_urls("How do I limit sync bandwidth?", candidates, max_urls=2)
+    assert decision.value[0] == 1
+    assert 0 not in decision.value
+    assert decision.scores is not None and decision.scores[1] > decision.scores[0]
+
+
+def test_section_ranking_uses_heading_and_preview(models):
+    filt, _ = models
+    previews = [
+        SectionPreview("s1", "Requirements", "Install > Requirements: Tidewater needs Python 3.9 and libyaml."),
+        SectionPreview("s2", "Conflict resolution", "Sync > Conflict resolution: the newest version wins."),
+        SectionPreview("s3", "Watering", "Tomatoes > Watering: water deeply twice a week."),
+    ]
+    decision = filt.rank_sections("what happens when a file changed on both sides during sync", PageOverview(
+        "https://a", "Sync", ""), previews, max_sections=2)
+    assert decision.value[0] == 1 and 2 not in decision.value
+
+
+def _sources() -> list[SourceDoc]:
+    return [
+        SourceDoc(1, "https://a/sync", "Sync", "", (SourceSection("s1", ("Sync", "Limiting bandwidth"),
+            "Use the --max-rate option to limit the bandwidth of a sync. For example --max-rate 2M limits it to "
+            "two megabytes per second. The option applies to uploads and downloads alike."),)),
+        SourceDoc(2, "https://a/garden", "Garden", "", (SourceSection("s2", ("Garden",),
+            "Water tomato plants deeply twice a week. Remove side shoots from the stem."),)),
+    ]
+
+
+def test_draft_is_extractive_within_budget_with_source_markers(models):
+    _, writer = models
+    decision = writer.draft("How do I limit the bandwidth of a sync?", _sources(), max_words=25)
+    text = decision.value.last_reply
+    assert "--max-rate" in text and "[1]" in text
+    assert "tomato" not in text
+    assert word_count(strip_markers(text)) <= 25 + 15  # at most one sentence past the budget
+
+
+def test_draft_without_sources_says_so(models):
+    _, writer = models
+    decision = writer.draft("anything", [], max_words=50)
+    assert decision.status == "no_evidence" and decision.value.last_reply == ""
+
+
+def test_refine_fits_the_examples_length_and_numbers_steps_for_howto(models):
+    _, writer = models
+    long_draft = " ".join(f"Sentence {i} explains one part of limiting sync bandwidth with max-rate. [1]"
+                          for i in range(12))
+    convo = Conversation((ChatTurn("user", "q"), ChatTurn("model", long_draft)))
+    examples = [FewShotExample("q", " ".join(["word"] * 40))] * 3
+    refined = writer.refine("How do I limit sync bandwidth?", convo, examples).value
+    assert refined.startswith("1. ") and "\n2. " in refined
+    assert word_count(strip_markers(refined)) <= 40 + 15
+    plain = writer.refine("Why is bandwidth limited?", convo, examples).value
+    assert not plain.startswith("1. ")
+
+
+def test_citations_keep_only_supporting_sources(models):
+    filt, _ = models
+    answer = "Use the --max-rate option to limit the bandwidth of a sync."
+    decision = filt.verify_citations("q", answer, _sources())
+    assert decision.value == [1]
+    assert decision.scores[0] > decision.scores[1]
+    assert filt.verify_citations("q", "Completely unrelated statement about volcanoes erupting.", _sources()).value == []
+
+
+def test_keep_relative_and_mmr():
+    scores = np.array([0.9, 0.55, 0.85, 0.5], dtype=np.float32)  # 0.6 x best = 0.54
+    assert keep_relative(scores, min_relative=0.6, limit=5) == [0, 2, 1]
+    assert keep_relative(scores, min_relative=0.6, limit=1) == [0]
+    vectors = np.eye(4, dtype=np.float32)
+    vectors[1] = vectors[0]  # item 1 duplicates item 0
+    chosen = mmr_select(np.array([1.0, 0.99, 0.5, 0.4]), vectors, [10, 10, 10, 10], budget=20, lam=0.5)
+    assert chosen == [0, 2]
