@@ -175,8 +175,9 @@ class CredibilityConfig(Section):
 
 
 # Requests in flight at once per provider (a "provider:model" key overrides the provider's).
+# Reddit is 1 because praw is not thread-safe; the adapter serializes its calls anyway.
 DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
-    "gemini": 8, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 2,
+    "gemini": 8, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
 }
 # Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
 # 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are
