@@ -82,9 +82,8 @@ def test_slot_wait_beyond_the_deadline_raises() -> None:
     limiter = RateLimiter(rpm=1, clock=clock, sleep=clock.sleep)
     with limiter.slot():
         pass
-    with pytest.raises(DeadlineExceededError):
-        with limiter.slot(Deadline(10, clock=clock)):
-            pass
+    with pytest.raises(DeadlineExceededError), limiter.slot(Deadline(10, clock=clock)):
+        pass
     assert clock.sleeps == []
 
 
@@ -203,9 +202,8 @@ def test_deadline_caps_timeouts_and_stops_retries() -> None:
 def test_passed_deadline_means_no_call() -> None:
     clock = FakeClock()
     guard, _ = make_guard(clock=clock)
-    with question_deadline(5, clock=clock, start=clock.now - 10):
-        with pytest.raises(DeadlineExceededError):
-            guard.call(lambda t: pytest.fail("must not run"), timeout=1, paid=False)
+    with question_deadline(5, clock=clock, start=clock.now - 10), pytest.raises(DeadlineExceededError):
+        guard.call(lambda t: pytest.fail("must not run"), timeout=1, paid=False)
 
 
 def test_deadline_is_per_thread() -> None:

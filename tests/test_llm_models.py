@@ -21,7 +21,13 @@ from hifirag_core.backends.base import (
     SourceSection,
     UrlCandidate,
 )
-from hifirag_core.llm.models import INTEGER_LIST_SCHEMA, STRING_LIST_SCHEMA, LLMFilterModel, LLMWriterModel, apply_fallback
+from hifirag_core.llm.models import (
+    INTEGER_LIST_SCHEMA,
+    STRING_LIST_SCHEMA,
+    LLMFilterModel,
+    LLMWriterModel,
+    apply_fallback,
+)
 from hifirag_core.prompts import PromptSet
 from hifirag_core.records import LLMCallRecord
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.backends.base import FewShotExample, PageOverview, SectionPreview, SourceDoc, SourceSection, UrlCandidate
+from hifirag_core.backends.base import (
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
 from hifirag_core.prompts import (
     DEFAULT_PROMPTS_DIR,
     PROMPT_VARIABLES,

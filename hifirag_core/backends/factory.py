@@ -21,7 +21,13 @@ from hifirag_core.limits import Budget, Clock, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer
 from hifirag_core.prompts import PromptSet
 from hifirag_core.reddit import RedditSource
-from hifirag_core.secrets import REDDIT_USER_AGENT_ENV, SECRETS, get_secret, install_log_redaction, optional_secret
+from hifirag_core.secrets import (
+    REDDIT_USER_AGENT_ENV,
+    SECRETS,
+    get_secret,
+    install_log_redaction,
+    optional_secret,
+)
 
 Role = Literal["filter", "writer"]
 

@@ -56,14 +56,17 @@ class Response:
     body: bytes | str | dict | list = b""
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None
+    chunked: bool = False  # send with Transfer-Encoding: chunked (no Content-Length)
 
     def encoded(self) -> tuple[bytes, str]:
-        """Body bytes and content type."""
+        """Body bytes and content type (``content_type=""`` sends no Content-Type header)."""
         if isinstance(self.body, (dict, list)):
-            return json.dumps(self.body).encode(), self.content_type or "application/json; charset=UTF-8"
-        if isinstance(self.body, str):
-            return self.body.encode(), self.content_type or "text/plain; charset=utf-8"
-        return self.body, self.content_type or "application/octet-stream"
+            default, data = "application/json; charset=UTF-8", json.dumps(self.body).encode()
+        elif isinstance(self.body, str):
+            default, data = "text/plain; charset=utf-8", self.body.encode()
+        else:
+            default, data = "application/octet-stream", self.body
+        return data, default if self.content_type is None else self.content_type
 
 
 @dataclass
@@ -108,7 +111,8 @@ class FakeServer:
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name=f"{self.name}-fake", daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=f"{self.name}-fake", daemon=True)
         self._thread.start()
         return self
 
@@ -233,13 +237,24 @@ def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
                 data = data[: max(1, int(len(data) * keep))]
             try:
                 self.send_response(response.status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
+                if content_type:
+                    self.send_header("Content-Type", content_type)
+                if response.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(data)))
                 for key, value in response.headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                if self.command != "HEAD":
+                if self.command == "HEAD":
+                    return
+                if not response.chunked:
                     self.wfile.write(data)
+                    return
+                for start in range(0, len(data), 1024):
+                    piece = data[start : start + 1024]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
