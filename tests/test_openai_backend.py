@@ -67,6 +67,16 @@ def test_think_tags_are_stripped_before_parsing() -> None:
     assert d.status == "ok" and all("think" not in q and "[9" not in q for q in d.value)
 
 
+def test_think_block_never_reaches_the_reply_text() -> None:
+    with OpenAIFake(think=True) as fake:
+        model = build_chat_model("writer", config(fake), env={"OPENAI_API_KEY": fake.api_key or ""})
+        reply = model.chat([ChatTurn("user", "You are a helpful and knowledgeable assistant. Answer...\n"
+                                             "User question: What is pip?\n----------- Below ... may help you: (none)\n"
+                                             "What is pip?")], stage="draft", prompt_name="draft", prompt_hash="h")
+    assert reply.call.status == "ok" and reply.text
+    assert "<think>" not in reply.text and "Let me check the sources" not in reply.text
+
+
 def test_429_honours_retry_after(openai_fake: OpenAIFake, make_guards, sleeps) -> None:
     openai_fake.inject(OpenAIFake.rate_limit(retry_after_s=3))
     reply = ask(model_for(openai_fake, make_guards))
