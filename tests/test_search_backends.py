@@ -196,3 +196,22 @@ def test_scrape_timeout_and_budget(scrapingdog_fake: ScrapingdogFake) -> None:
     refused = build_fetcher(cfg, guards=spent, env=sd_env(scrapingdog_fake)).fetch("https://docs.python.org/3/library/venv.html")
     assert refused.status == "failed" and refused.error.startswith("budget_exceeded:")
     assert scrapingdog_fake.count() == before
+
+
+def test_fakes_serve_pluggable_content(make_guards) -> None:
+    """The shapes a local corpus would hand over: SearchHit objects, dicts, URL -> bytes."""
+    hits = [SearchHit("Local A", "https://docs.python.org/3.11/a.html", "about a"),
+            {"title": "Local B", "link": "https://docs.python.org/3.11/b.html", "snippet": "about b"}]
+    pages = {"https://docs.python.org/3.11/a.html": b"<html><body><h1>A</h1></body></html>"}
+    with ScrapingdogFake(search=lambda q, n: hits[:n], page=pages) as fake:
+        cfg = sd_cfg(fake)
+        guards = make_guards(cfg)
+        found = build_search_backend(cfg, guards=guards, env=sd_env(fake)).search("anything", num=5)
+        assert [(h.title, h.url) for h in found] == [("Local A", "https://docs.python.org/3.11/a.html"),
+                                                     ("Local B", "https://docs.python.org/3.11/b.html")]
+        fetcher = build_fetcher(cfg, guards=guards, env=sd_env(fake))
+        assert fetcher.fetch("https://docs.python.org/3.11/a.html").body == pages["https://docs.python.org/3.11/a.html"]
+        assert fetcher.fetch("https://docs.python.org/3.11/b.html").status == "not_found"
+    with GoogleSearchFake(search=lambda q, n: hits[:n]) as fake:
+        cfg = google_cfg(fake)
+        assert len(build_search_backend(cfg, guards=make_guards(cfg), env=google_env(fake)).search("x", num=5)) == 2

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from tests.fakes.gemini import google_error
 from tests.fakes.server import FakeServer, Fault, Request, Response
-from tests.fakes.web import PageFn, SearchFn, default_web
+from tests.fakes.web import PageSource, SearchFn, default_web, page_lookup, search_lookup
 
 
 class GoogleSearchFake(FakeServer):
@@ -31,7 +31,7 @@ class GoogleSearchFake(FakeServer):
     def __init__(self, *, search: SearchFn | None = None, api_key: str = "fake-cse-key",
                  engine_id: str = "fake-cx-0123", latency: float = 0.0, rpm: int | None = None):
         super().__init__(latency=latency, rpm=rpm)
-        self.search = search or default_web().search
+        self.search = search_lookup(search or default_web().search)
         self.api_key = api_key
         self.engine_id = engine_id
         self.queries: list[str] = []
@@ -103,12 +103,12 @@ class ScrapingdogFake(FakeServer):
 
     name = "scrapingdog"
 
-    def __init__(self, *, search: SearchFn | None = None, page: PageFn | None = None,
+    def __init__(self, *, search: SearchFn | None = None, page: PageSource | None = None,
                  api_key: str = "fake-scrapingdog-key", latency: float = 0.0, rpm: int | None = None):
         super().__init__(latency=latency, rpm=rpm)
         web = default_web()
-        self.search = search or web.search
-        self.page = page or web.page
+        self.search = search_lookup(search or web.search)
+        self.page = page_lookup(page if page is not None else web.page)
         self.api_key = api_key
 
     def rate_limited(self, request: Request, retry_after: float) -> Response:

@@ -21,7 +21,7 @@ from tests.fakes.gemini import GeminiFake
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.reddit_server import RedditFake
 from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
-from tests.fakes.web import PageFn, SearchFn, default_web
+from tests.fakes.web import PageSource, SearchFn, default_web
 
 
 @dataclass
@@ -87,7 +87,7 @@ class FakeServices:
 
 
 @contextlib.contextmanager
-def fake_services(*, search: SearchFn | None = None, page: PageFn | None = None,
+def fake_services(*, search: SearchFn | None = None, page: PageSource | None = None,
                   threads: Mapping[str, RedditThread] | None = None,
                   llm_latency: float | Mapping[str, float] = 0.0, search_latency: float = 0.0,
                   scrape_latency: float = 0.0, gemini_rpm: int | None = None,
@@ -98,7 +98,8 @@ def fake_services(*, search: SearchFn | None = None, page: PageFn | None = None,
         gemini=GeminiFake(latency=llm_latency, rpm=gemini_rpm).start(),
         openai=OpenAIFake(latency=llm_latency, think=openai_think).start(),
         google=GoogleSearchFake(search=search or web.search, latency=search_latency).start(),
-        scrapingdog=ScrapingdogFake(search=search or web.search, page=page or web.page, latency=scrape_latency).start(),
+        scrapingdog=ScrapingdogFake(search=search or web.search, page=page if page is not None else web.page,
+                                    latency=scrape_latency).start(),
         reddit=RedditFake(threads=threads).start(),
     )
     services.env = {

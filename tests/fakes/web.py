@@ -1,15 +1,19 @@
 """Pluggable content for the search and scrape fakes: a tiny default web, or any callables.
 
-The search fakes take ``search(query, n) -> list[WebHit]`` and the scrape fake takes
-``page(url) -> WebPage | None``; :class:`StaticWeb` provides both over a dict of pages, and the
-local corpus can be plugged in the same way (its BM25 search and its page store).
+The search fakes take ``search(query, n)`` returning hits as :class:`WebHit`, as any object with
+``title``, ``url`` (or ``link``) and ``snippet`` (``hifirag_core``'s ``SearchHit`` fits), or as
+dicts with those keys. The scrape fake takes ``page(url)`` returning a :class:`WebPage`, raw
+HTML bytes or text, or None for a missing page, or simply a mapping from URL to any of those.
+:class:`StaticWeb` provides both over a dict of pages; the local corpus plugs in the same way,
+e.g. ``search=lambda q, n: local_search.search(q, num=n)``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hifirag_core.text import content_terms
 
@@ -33,8 +37,43 @@ class WebPage:
     title: str = ""
 
 
-SearchFn = Callable[[str, int], list[WebHit]]
-PageFn = Callable[[str], "WebPage | None"]
+SearchFn = Callable[[str, int], Sequence[Any]]
+PageFn = Callable[[str], Any]
+PageSource = PageFn | Mapping[str, Any]
+
+
+def as_web_hit(hit: Any) -> WebHit:
+    """A ``WebHit`` from a WebHit, a SearchHit-like object or a dict."""
+    if isinstance(hit, WebHit):
+        return hit
+    get = hit.get if isinstance(hit, Mapping) else (lambda key, default=None: getattr(hit, key, default))
+    link = get("url") or get("link")
+    if not link:
+        raise ValueError(f"search result without a URL: {hit!r}")
+    return WebHit(str(get("title") or ""), str(link), str(get("snippet") or ""))
+
+
+def as_web_page(found: Any) -> WebPage | None:
+    """A ``WebPage`` from a WebPage, HTML bytes or text, or None."""
+    if found is None or isinstance(found, WebPage):
+        return found
+    if isinstance(found, str):
+        found = found.encode("utf-8")
+    if isinstance(found, (bytes, bytearray)):
+        return WebPage(bytes(found))
+    raise TypeError(f"cannot serve a page of type {type(found).__name__}")
+
+
+def page_lookup(source: PageSource) -> Callable[[str], WebPage | None]:
+    """``url -> WebPage | None`` from a callable or a mapping."""
+    if isinstance(source, Mapping):
+        return lambda url: as_web_page(source.get(url))
+    return lambda url: as_web_page(source(url))
+
+
+def search_lookup(search: SearchFn) -> Callable[[str, int], list[WebHit]]:
+    """``(query, n) -> [WebHit]`` from any search callable."""
+    return lambda query, n: [as_web_hit(h) for h in search(query, n)]
 
 
 class StaticWeb:
