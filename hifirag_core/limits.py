@@ -86,7 +86,8 @@ class RateLimiter:
             while (wait := self._reserve_start()) > 0:
                 if deadline is not None and deadline.remaining() < wait:
                     raise DeadlineExceededError(f"rate limit wait {wait:.1f}s exceeds the deadline")
-                self.waited_s += wait
+                with self._lock:
+                    self.waited_s += wait
                 self._sleep(wait)
             yield
         finally:
