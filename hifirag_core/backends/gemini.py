@@ -87,8 +87,9 @@ class GeminiChatModel:
             raise error_for_status("gemini", int(exc.code or 0), headers, body) from None
         except httpx.TransportError as exc:
             raise transport_error("gemini", exc) from None
-        except (json.JSONDecodeError, pydantic.ValidationError, ValueError) as exc:
-            # A 200 whose body is cut short: the connection dropped mid-reply; worth another try.
+        except (json.JSONDecodeError, pydantic.ValidationError) as exc:
+            # A 200 whose body is cut short (the SDK raises JSONDecodeError) or does not fit the
+            # response schema: the connection dropped mid-reply; worth another try.
             raise TransientError(redact(f"gemini: unreadable response body: {exc}") or "") from None
 
     def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,

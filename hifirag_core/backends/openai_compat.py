@@ -15,6 +15,7 @@ reasoning tokens), the same meaning as Gemini's ``candidatesTokenCount``.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Literal
 
@@ -83,7 +84,7 @@ class OpenAIChatModel:
             raise TransientError(redact(f"openai: connection error: {exc}") or "") from None
         except openai.APIStatusError as exc:
             raise error_for_status("openai", exc.status_code, exc.response.headers, exc.response.text) from None
-        except (openai.APIResponseValidationError, ValueError) as exc:
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise TransientError(redact(f"openai: unreadable response body: {exc}") or "") from None
 
     def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
