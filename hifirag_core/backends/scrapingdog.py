@@ -1,0 +1,155 @@
+"""Scrapingdog's Google Search API (a ``SearchBackend``) and Web Scraping API (a ``Fetcher``).
+
+Wire formats:
+
+* search (https://docs.scrapingdog.com/google-search-scraper-api): ``GET {base}/google?api_key=…&
+  query=…&results=…&country=…&page=…&advance_search=false``; ``page`` counts from 0. The reply's
+  ``organic_results[]`` hold ``title``, ``link``, ``snippet`` and ``rank``
+  (https://docs.scrapingdog.com/google-search-scraper-api/google-response-breakdown/organic-result).
+* scrape (https://docs.scrapingdog.com/web-scraping-api): ``GET {base}/scrape?api_key=…&url=…&
+  dynamic=false``; the body is the page itself.
+
+Scrapingdog answers 429 when the plan's concurrency is exceeded and 410 when its own fetch of the
+target timed out; both, and 5xx, are retried. A 404 means the target page was not found.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from hifirag_core.backends.base import (
+    BackendError,
+    FetchResult,
+    PermanentError,
+    SearchHit,
+    TransientError,
+)
+from hifirag_core.backends.http_common import error_for_status, status_of_error, transport_error
+from hifirag_core.backends.http_fetch import classify_body, declared_charset, fetch_status_for_error
+from hifirag_core.limits import ProviderGuard
+from hifirag_core.secrets import Secret, redact
+
+_SCRAPINGDOG_RETRYABLE = frozenset({408, 410, 429})
+
+
+def _retryable(status: int) -> bool:
+    return status in _SCRAPINGDOG_RETRYABLE or status >= 500
+
+
+class ScrapingdogSearchBackend:
+    """Google results through Scrapingdog's search API."""
+
+    provider = "scrapingdog"
+
+    def __init__(self, *, api_key: Secret, guard: ProviderGuard, timeout_s: float,
+                 base_url: str = "https://api.scrapingdog.com", country: str = "us",
+                 call_cost_usd: float | None = None, http_client: httpx.Client | None = None):
+        self._key = api_key
+        self._guard = guard
+        self._timeout = timeout_s
+        self._url = base_url.rstrip("/") + "/google"
+        self._country = country
+        self._cost = call_cost_usd
+        self._http = http_client or httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def _query(self, query: str, num: int, timeout: float) -> dict:
+        params = {"api_key": self._key.reveal(), "query": query, "results": num, "country": self._country,
+                  "page": 0, "advance_search": "false"}
+        try:
+            response = self._http.get(self._url, params=params, timeout=timeout)
+        except httpx.TransportError as exc:
+            raise transport_error("scrapingdog", exc) from None
+        if response.status_code != 200:
+            raise error_for_status("scrapingdog", response.status_code, response.headers, response.text,
+                                   retryable=_retryable(response.status_code))
+        try:
+            data = response.json()
+        except json.JSONDecodeError as exc:
+            raise TransientError(redact(f"scrapingdog: unreadable response body: {exc}") or "") from None
+        if not isinstance(data, dict):
+            raise PermanentError("scrapingdog: the reply is not a JSON object")
+        return data
+
+    def search(self, query: str, *, num: int) -> list[SearchHit]:
+        """Up to ``num`` organic results, in rank order."""
+        data, _ = self._guard.call(lambda t: self._query(query, num, t), timeout=self._timeout, paid=True)
+        if self._guard.budget is not None and self._cost:
+            self._guard.budget.charge(usd=self._cost)
+        results = [r for r in data.get("organic_results") or [] if isinstance(r, dict)]
+        # "rank" is documented; fall back to the list order when a result lacks it.
+        results.sort(key=lambda r: (r.get("rank") if isinstance(r.get("rank"), int) else 10**6))
+        hits = []
+        for r in results:
+            link = r.get("link")
+            if isinstance(link, str) and link:
+                hits.append(SearchHit(title=str(r.get("title") or ""), url=link,
+                                      snippet=str(r.get("snippet") or "").replace("\n", " ").strip()))
+        return hits[:num]
+
+
+class ScrapingdogFetcher:
+    """Pages through Scrapingdog's scrape API; never raises, the status says what happened."""
+
+    name = "scrapingdog"
+
+    def __init__(self, *, api_key: Secret, guard: ProviderGuard, timeout_s: float, max_bytes: int,
+                 base_url: str = "https://api.scrapingdog.com", dynamic: bool = False,
+                 call_cost_usd: float | None = None, http_client: httpx.Client | None = None):
+        self._key = api_key
+        self._guard = guard
+        self._timeout = timeout_s
+        self._max_bytes = max_bytes
+        self._url = base_url.rstrip("/") + "/scrape"
+        self._dynamic = dynamic
+        self._cost = call_cost_usd
+        self._http = http_client or httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def _scrape(self, url: str, timeout: float) -> FetchResult:
+        params = {"api_key": self._key.reveal(), "url": url, "dynamic": "true" if self._dynamic else "false"}
+        try:
+            with self._http.stream("GET", self._url, params=params, timeout=timeout) as response:
+                if response.status_code == 404:
+                    return FetchResult(url=url, status="not_found", fetcher=self.name, http_status=404,
+                                       error="scrapingdog: the target page was not found")
+                if response.status_code != 200:
+                    body = response.read().decode("utf-8", "replace")
+                    raise error_for_status("scrapingdog", response.status_code, response.headers, body,
+                                           retryable=_retryable(response.status_code))
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self._max_bytes:
+                        return FetchResult(url=url, status="too_large", fetcher=self.name, http_status=200,
+                                           content_type=response.headers.get("content-type"),
+                                           error=f"page larger than {self._max_bytes} bytes")
+                    chunks.append(chunk)
+                content_type = response.headers.get("content-type")
+        except httpx.TransportError as exc:
+            raise transport_error("scrapingdog", exc) from None
+        body = b"".join(chunks)
+        kind, status, error = classify_body(content_type, body)
+        return FetchResult(url=url, status=status, fetcher=self.name, final_url=url, http_status=200,
+                           content_type=content_type, body=body if status == "ok" else None, kind=kind,
+                           encoding=declared_charset(content_type), error=error)
+
+    def fetch(self, url: str) -> FetchResult:
+        """The page at ``url`` as Scrapingdog returns it."""
+        try:
+            result, _ = self._guard.call(lambda t: self._scrape(url, t), timeout=self._timeout, paid=True)
+        except BackendError as exc:
+            return FetchResult(url=url, status=fetch_status_for_error(exc), fetcher=self.name,
+                               http_status=getattr(exc, "status_code", None),
+                               error=f"{status_of_error(exc)}: {redact(str(exc))}")
+        if self._guard.budget is not None and self._cost:
+            self._guard.budget.charge(usd=self._cost)
+        return result

@@ -1,0 +1,307 @@
+"""Rate limits, retries, the run budget and the per-question deadline, all thread-safe.
+
+Questions run in threads, so one :class:`RunGuards` per run is shared by every adapter:
+
+* a :class:`RateLimiter` per provider (or ``provider:model``): at most ``concurrency`` calls in
+  flight and at most ``rpm`` call starts in any sliding 60-second window;
+* a :class:`RetryPolicy`: exponential backoff with jitter on :class:`TransientError` only (429,
+  5xx, timeouts, dropped connections), honouring the server's ``Retry-After``; anything else is
+  raised at once;
+* a :class:`Budget` in dollars and/or tokens: once spent, :meth:`Budget.check` raises
+  :class:`BudgetExceededError` before a new paid call starts. Calls already in flight finish and
+  are charged, so the total can end slightly above the limit;
+* a :class:`Deadline` per question, carried in a context variable so that adapters shorten their
+  timeouts and stop retrying when the question's time is up.
+
+Clocks and sleeps are injectable so tests run without waiting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from hifirag_core.backends.base import (
+    BudgetExceededError,
+    DeadlineExceededError,
+    PermanentError,
+    TransientError,
+)
+from hifirag_core.config import LimitsConfig
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+_WINDOW_S = 60.0
+
+
+class RateLimiter:
+    """Bounded concurrency plus a sliding-window requests-per-minute cap."""
+
+    def __init__(self, *, concurrency: int | None = None, rpm: float | None = None,
+                 clock: Clock = time.monotonic, sleep: Sleep = time.sleep):
+        if concurrency is not None and concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if rpm is not None and rpm <= 0:
+            raise ValueError("rpm must be positive")
+        self.concurrency = concurrency
+        self.rpm = rpm
+        self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
+        self._starts: deque[float] = deque()
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._sleep = sleep
+        self.waited_s = 0.0  # total time callers spent waiting for a rpm slot (for benchmarks)
+
+    def _reserve_start(self) -> float:
+        """Record a call start if the window allows one now, else return how long to wait."""
+        limit = int(self.rpm) if self.rpm else 0
+        with self._lock:
+            now = self._clock()
+            while self._starts and now - self._starts[0] >= _WINDOW_S:
+                self._starts.popleft()
+            if not limit or len(self._starts) < max(1, limit):
+                self._starts.append(now)
+                return 0.0
+            return self._starts[0] + _WINDOW_S - now
+
+    @contextlib.contextmanager
+    def slot(self, deadline: Deadline | None = None) -> Iterator[None]:
+        """Hold one concurrency slot and one rpm start for the duration of a call."""
+        if self._slots is not None:
+            timeout = deadline.remaining() if deadline else None
+            if timeout is not None and timeout <= 0:
+                raise DeadlineExceededError("deadline passed while waiting for a free slot")
+            if not self._slots.acquire(timeout=timeout):
+                raise DeadlineExceededError("deadline passed while waiting for a free slot")
+        try:
+            while (wait := self._reserve_start()) > 0:
+                if deadline is not None and deadline.remaining() < wait:
+                    raise DeadlineExceededError(f"rate limit wait {wait:.1f}s exceeds the deadline")
+                with self._lock:
+                    self.waited_s += wait
+                self._sleep(wait)
+            yield
+        finally:
+            if self._slots is not None:
+                self._slots.release()
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter for transient errors; Retry-After wins when given."""
+
+    retries: int = 3
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    sleep: Sleep = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_delay_s)
+        ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
+        # "Full jitter": spreads the retries of many threads that failed together.
+        return self.rng.uniform(ceiling / 2, ceiling)
+
+
+class Budget:
+    """A run's spending limit in dollars and/or tokens, shared by every paid call."""
+
+    def __init__(self, *, usd: float | None = None, tokens: int | None = None):
+        self.limit_usd = usd
+        self.limit_tokens = tokens
+        self.spent_usd = 0.0
+        self.spent_tokens = 0
+        self.refused = 0  # calls not started because the budget was spent
+        self._lock = threading.Lock()
+
+    @property
+    def exhausted(self) -> bool:
+        """True once either limit is reached."""
+        with self._lock:
+            return self._exhausted()
+
+    def _exhausted(self) -> bool:
+        return (self.limit_usd is not None and self.spent_usd >= self.limit_usd) or (
+            self.limit_tokens is not None and self.spent_tokens >= self.limit_tokens
+        )
+
+    def check(self) -> None:
+        """Raise ``BudgetExceededError`` if no new paid call may start."""
+        with self._lock:
+            if self._exhausted():
+                self.refused += 1
+                raise BudgetExceededError(
+                    f"run budget spent: ${self.spent_usd:.4f} of {self.limit_usd} USD, "
+                    f"{self.spent_tokens} of {self.limit_tokens} tokens"
+                )
+
+    def charge(self, *, usd: float | None = None, tokens: int | None = None) -> None:
+        """Add a finished call's cost."""
+        with self._lock:
+            self.spent_usd += usd or 0.0
+            self.spent_tokens += tokens or 0
+
+    def summary(self) -> dict[str, float | int | None]:
+        """Spent and limits, for the run's closing note."""
+        with self._lock:
+            return {"spent_usd": round(self.spent_usd, 6), "limit_usd": self.limit_usd,
+                    "spent_tokens": self.spent_tokens, "limit_tokens": self.limit_tokens,
+                    "refused_calls": self.refused}
+
+
+class Deadline:
+    """A point in time by which a question must be finished."""
+
+    def __init__(self, seconds: float, *, clock: Clock = time.monotonic, start: float | None = None):
+        self._clock = clock
+        self.expires_at = (clock() if start is None else start) + seconds
+
+    def remaining(self) -> float:
+        """Seconds left (negative once passed)."""
+        return self.expires_at - self._clock()
+
+    def check(self) -> None:
+        """Raise ``DeadlineExceededError`` once the deadline has passed."""
+        if self.remaining() <= 0:
+            raise DeadlineExceededError("the question's deadline has passed")
+
+    def cap(self, timeout: float) -> float:
+        """``timeout`` shortened to the time left; at least a few ms so a call can fail cleanly."""
+        return max(0.01, min(timeout, self.remaining()))
+
+
+_current_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("hifirag_deadline",
+                                                                                    default=None)
+
+
+@contextlib.contextmanager
+def question_deadline(seconds: float, *, clock: Clock = time.monotonic,
+                      start: float | None = None) -> Iterator[Deadline]:
+    """Make every adapter call in this thread (context) respect a deadline.
+
+    ``start`` lets a task that runs in another thread rebuild the same deadline from the
+    question's start time (``time.monotonic()`` taken when the question began).
+    """
+    deadline = Deadline(seconds, clock=clock, start=start)
+    token = _current_deadline.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _current_deadline.reset(token)
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline of the question being worked on in this context, if any."""
+    return _current_deadline.get()
+
+
+@dataclass
+class CallOutcome:
+    """What a guarded call returned and how many attempts it took."""
+
+    value: object
+    attempts: int
+
+
+class ProviderGuard:
+    """The limiter, retry policy and budget in front of one provider's calls."""
+
+    def __init__(self, name: str, limiter: RateLimiter, retry: RetryPolicy, budget: Budget | None):
+        self.name = name
+        self.limiter = limiter
+        self.retry = retry
+        self.budget = budget
+
+    def call(self, fn: Callable[[float], T], *, timeout: float, paid: bool) -> tuple[T, int]:
+        """Run ``fn(timeout)`` with limits and retries; returns its value and the attempt count.
+
+        Errors raised carry the attempt count in ``exc.attempts``. ``TransientError`` is retried
+        up to ``retry.retries`` times; ``PermanentError``, budget and deadline errors are not.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            deadline = current_deadline()
+            try:
+                if deadline is not None:
+                    deadline.check()
+                if paid and self.budget is not None:
+                    self.budget.check()
+                with self.limiter.slot(deadline):
+                    call_timeout = deadline.cap(timeout) if deadline else timeout
+                    return fn(call_timeout), attempt
+            except TransientError as exc:
+                if attempt > self.retry.retries:
+                    exc.attempts = attempt  # type: ignore[attr-defined]
+                    raise
+                wait = self.retry.delay(attempt, exc.retry_after)
+                if deadline is not None and deadline.remaining() <= wait:
+                    err = DeadlineExceededError(f"no time left to retry after: {exc}")
+                    err.attempts = attempt  # type: ignore[attr-defined]
+                    raise err from exc
+                self.retry.sleep(wait)
+            except (PermanentError, BudgetExceededError, DeadlineExceededError) as exc:
+                exc.attempts = attempt  # type: ignore[attr-defined]
+                raise
+
+
+class RunGuards:
+    """One per run: a guard per provider key, sharing the run's budget."""
+
+    def __init__(self, cfg: LimitsConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
+                 sleep: Sleep = time.sleep, rng: random.Random | None = None):
+        self.cfg = cfg
+        self.budget = budget if budget is not None else Budget(usd=cfg.budget_usd, tokens=cfg.budget_tokens)
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._guards: dict[str, ProviderGuard] = {}
+        self._lock = threading.Lock()
+
+    def guard(self, provider: str, model: str | None = None) -> ProviderGuard:
+        """The guard for ``provider`` (and ``model``: a ``provider:model`` entry overrides)."""
+        key = f"{provider}:{model}" if model else provider
+        with self._lock:
+            if key not in self._guards:
+                conc = self.cfg.provider_concurrency.get(key, self.cfg.provider_concurrency.get(provider))
+                rpm = self.cfg.provider_rpm.get(key, self.cfg.provider_rpm.get(provider))
+                limiter = RateLimiter(concurrency=conc, rpm=rpm, clock=self._clock, sleep=self._sleep)
+                retry = RetryPolicy(retries=self.cfg.retries, base_delay_s=self.cfg.retry_base_delay_s,
+                                    max_delay_s=self.cfg.retry_max_delay_s, sleep=self._sleep, rng=self._rng)
+                self._guards[key] = ProviderGuard(key, limiter, retry, self.budget)
+            return self._guards[key]
+
+    def call_cost(self, provider: str) -> float | None:
+        """USD per successful call for providers billed per request (search APIs)."""
+        return self.cfg.call_cost_usd.get(provider)
+
+
+def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now())

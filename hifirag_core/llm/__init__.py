@@ -1,0 +1,1 @@
+"""LLM decisions: prompts rendered, replies parsed, fallbacks applied."""

@@ -1,0 +1,253 @@
+"""The decision protocols implemented with an LLM: the paper's prompts through a ``ChatModel``.
+
+:class:`LLMFilterModel` (cheap model): query plan (A.1), URL filter (A.2), section ranking (A.3)
+and citation verification (A.5). :class:`LLMWriterModel` (strong model): the two generation
+passes of A.4 as one two-turn conversation (the draft prompt and its reply, then the refine
+instruction with the few-shot examples in the same conversation), or the paper's "Baseline Q"
+prompt in place of the draft prompt.
+
+A decision never raises for a bad reply. Its ``status`` says what happened:
+
+* ``ok``: the reply parsed;
+* ``parse_error``: the reply came back but held no usable answer; the configured fallback was
+  applied and ``method`` names it (``llm+fallback:top_k`` ...);
+* the call's own status when no reply came back (``blocked``, ``empty``, ``failed``,
+  ``timeout``, ``budget_exceeded``, ``deadline_exceeded``), with the same fallback applied.
+
+Fallbacks: ``keep_all`` keeps every candidate; ``keep_none`` keeps none; ``top_k`` keeps the
+``k`` best by the ``scorer`` given to the model (similarity of the question, or for citations
+the answer, to each candidate's text; for example MiniLM cosine), or the first ``k`` in input
+order (the search engine's or the page's order) when no scorer was given. The query plan falls
+back to the raw question; the refine pass falls back to the draft.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from hifirag_core.backends.base import (
+    ChatModel,
+    ChatReply,
+    ChatTurn,
+    Conversation,
+    Decision,
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    UrlCandidate,
+)
+from hifirag_core.llm.parsing import (
+    ParseResult,
+    parse_queries,
+    parse_section_indices,
+    parse_source_numbers,
+    parse_url_selection,
+)
+from hifirag_core.prompts import (
+    PromptSet,
+    query_range,
+    render_examples,
+    render_page_overview,
+    render_search_results,
+    render_section_previews,
+    render_sources,
+)
+
+Fallback = Literal["keep_all", "keep_none", "top_k"]
+# (query or answer, candidate texts) -> one similarity per candidate, in input order
+Scorer = Callable[[str, list[str]], list[float]]
+
+PARSER_VERSION = "1"
+STRING_LIST_SCHEMA: dict = {"type": "array", "items": {"type": "string"}}
+INTEGER_LIST_SCHEMA: dict = {"type": "array", "items": {"type": "integer"}}
+
+
+def apply_fallback(mode: Fallback, n: int, k: int, scores: Sequence[float] | None) -> list[int]:
+    """Indices kept by a fallback over ``n`` candidates (``k`` bounds ``top_k`` only)."""
+    if mode == "keep_all":
+        return list(range(n))
+    if mode == "keep_none":
+        return []
+    if mode == "top_k":
+        if scores is None:
+            return list(range(min(k, n)))
+        order = sorted(range(n), key=lambda i: (-scores[i], i))
+        return order[:k]
+    raise ValueError(f"unknown fallback {mode!r}")
+
+
+def _failed_status(reply: ChatReply) -> str:
+    return reply.call.status if reply.call.status != "ok" else "empty"
+
+
+class LLMFilterModel:
+    """The cheap model's four jobs, through the paper's prompts A.1, A.2, A.3 and A.5."""
+
+    def __init__(self, chat: ChatModel, prompts: PromptSet, *, url_fallback: Fallback = "top_k",
+                 section_fallback: Fallback = "top_k", citation_fallback: Fallback = "keep_all",
+                 scorer: Scorer | None = None):
+        self.chat = chat
+        self.prompts = prompts
+        self.url_fallback = url_fallback
+        self.section_fallback = section_fallback
+        self.citation_fallback = citation_fallback
+        self.scorer = scorer
+        hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
+        self.prompt_hashes = hashes
+        self.identity = (
+            f"llm-filter/v{PARSER_VERSION}|{chat.backend}|{chat.model}|"
+            + ",".join(f"{n}={h}" for n, h in hashes.items())
+            + f"|fallback={url_fallback},{section_fallback},{citation_fallback}"
+            + f"|scorer={'yes' if scorer else 'order'}"
+        )
+
+    def _ask(self, name: str, stage: str, schema: dict, **values: str) -> ChatReply:
+        prompt = self.prompts[name]
+        text = prompt.render(**values)
+        return self.chat.chat([ChatTurn("user", text)], stage=stage, prompt_name=name,
+                              prompt_hash=prompt.hash, response_schema=schema)
+
+    def _scores(self, query: str, texts: list[str]) -> list[float] | None:
+        if self.scorer is None or not texts:
+            return None
+        scores = list(self.scorer(query, texts))
+        if len(scores) != len(texts):
+            raise ValueError(f"scorer returned {len(scores)} scores for {len(texts)} texts")
+        return scores
+
+    def _index_decision(self, reply: ChatReply, parsed: ParseResult[int] | None, *, n: int, k: int,
+                        fallback: Fallback, query: str, texts: list[str]) -> Decision[list[int]]:
+        """A decision from parsed indices, or the fallback with the reason recorded."""
+        if parsed is not None and parsed.ok:
+            return Decision(parsed.value[:k], method="llm", calls=[reply.call])
+        if parsed is None:  # no reply text at all
+            status, error = _failed_status(reply), reply.call.error or "no reply"
+        else:
+            status, error = "parse_error", parsed.error
+        scores = self._scores(query, texts) if fallback == "top_k" else None
+        kept = apply_fallback(fallback, n, k, scores)
+        basis = "" if fallback != "top_k" else ("(similarity)" if scores is not None else "(input order)")
+        return Decision(kept, method=f"llm+fallback:{fallback}{basis}", calls=[reply.call], status=status,
+                        error=error, scores=scores)
+
+    def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
+        """A.1: 1..max_queries search queries; falls back to the raw question."""
+        reply = self._ask("query_plan", "query_plan", STRING_LIST_SCHEMA, question=question,
+                          query_range=query_range(max_queries))
+        if reply.text is not None:
+            parsed = parse_queries(reply.text, max_queries=max_queries)
+            if parsed.ok:
+                return Decision(parsed.value, method="llm", calls=[reply.call])
+            status, error = "parse_error", parsed.error
+        else:
+            status, error = _failed_status(reply), reply.call.error or "no reply"
+        return Decision([question], method="llm+fallback:raw_question", calls=[reply.call], status=status,
+                        error=error)
+
+    def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
+        """A.2: 0-based indices of the URLs worth reading, most useful first."""
+        if not candidates:
+            return Decision([], method="llm")
+        reply = self._ask("url_filter", "url_filter", STRING_LIST_SCHEMA, question=question,
+                          search_results=render_search_results(candidates))
+        parsed = None
+        if reply.text is not None:
+            parsed = parse_url_selection(reply.text, candidate_urls=[c.url for c in candidates])
+        texts = [f"{c.title}\n{c.snippet}" for c in candidates]
+        return self._index_decision(reply, parsed, n=len(candidates), k=max_urls, fallback=self.url_fallback,
+                                    query=question, texts=texts)
+
+    def rank_sections(self, question: str, page: PageOverview, sections: list[SectionPreview], *,
+                      max_sections: int) -> Decision[list[int]]:
+        """A.3: 0-based indices of the useful sections of one page, most useful first."""
+        if not sections:
+            return Decision([], method="llm")
+        reply = self._ask("section_rank", "section_rank", INTEGER_LIST_SCHEMA, question=question,
+                          page_overview=render_page_overview(page),
+                          section_previews=render_section_previews(sections))
+        parsed = None
+        if reply.text is not None:
+            parsed = parse_section_indices(reply.text, n_sections=len(sections))
+        return self._index_decision(reply, parsed, n=len(sections), k=max_sections,
+                                    fallback=self.section_fallback, query=question,
+                                    texts=[s.preview for s in sections])
+
+    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
+        """A.5: the 1-based ``SourceDoc.index`` values that directly support the answer."""
+        if not sources or not answer.strip():
+            return Decision([], method="llm")
+        reply = self._ask("citations", "citations", INTEGER_LIST_SCHEMA, answer=answer,
+                          web_content=render_sources(sources))
+        numbers = [s.index for s in sources]
+        if reply.text is not None:
+            parsed = parse_source_numbers(reply.text, numbers=numbers)
+            if parsed.ok:
+                return Decision(parsed.value, method="llm", calls=[reply.call])
+            status, error = "parse_error", parsed.error
+        else:
+            status, error = _failed_status(reply), reply.call.error or "no reply"
+        texts = [" ".join([s.title, *(sec.text for sec in s.sections)]) for s in sources]
+        scores = self._scores(answer, texts) if self.citation_fallback == "top_k" else None
+        # top_k for citations: as many sources as the answer has sentences would be a guess; keep
+        # the better half, at least one.
+        kept = apply_fallback(self.citation_fallback, len(sources), max(1, len(sources) // 2), scores)
+        basis = "" if self.citation_fallback != "top_k" else ("(similarity)" if scores else "(input order)")
+        return Decision([numbers[i] for i in kept], method=f"llm+fallback:{self.citation_fallback}{basis}",
+                        calls=[reply.call], status=status, error=error, scores=scores)
+
+
+class LLMWriterModel:
+    """The strong model's two passes (A.4) as one two-turn conversation."""
+
+    def __init__(self, chat: ChatModel, prompts: PromptSet, *, draft_prompt: Literal["hifirag", "raw_limit"] = "hifirag"):
+        self.chat = chat
+        self.prompts = prompts
+        self.draft_prompt_name = "draft" if draft_prompt == "hifirag" else "baseline_q"
+        hashes = {n: prompts[n].hash for n in (self.draft_prompt_name, "refine")}
+        self.prompt_hashes = hashes
+        self.identity = f"llm-writer/v{PARSER_VERSION}|{chat.backend}|{chat.model}|" + ",".join(
+            f"{n}={h}" for n, h in hashes.items()
+        )
+
+    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
+        """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).
+
+        The length comes from the paper's prompt (one paragraph of 1-4 sentences, or 200 words for
+        Baseline Q); ``max_words`` belongs to the offline writer and is not sent to the model.
+        """
+        prompt = self.prompts[self.draft_prompt_name]
+        if self.draft_prompt_name == "draft":
+            text = prompt.render(question=question, web_content=render_sources(sources))
+        else:
+            text = prompt.render(question=question)
+        user = ChatTurn("user", text)
+        reply = self.chat.chat([user], stage="draft", prompt_name=prompt.name, prompt_hash=prompt.hash)
+        answer = (reply.text or "").strip()
+        if reply.text is None or not answer:
+            status = _failed_status(reply)
+            return Decision(Conversation((user,)), method="llm", calls=[reply.call], status=status,
+                            error=reply.call.error or "the model returned no text")
+        return Decision(Conversation((user, ChatTurn("model", answer))), method="llm", calls=[reply.call])
+
+    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample]) -> Decision[str]:
+        """Pass 2: the refine instruction with the few-shot examples, in the draft's conversation.
+
+        On failure the value is the draft itself (``method`` ``llm+fallback:draft``) so the caller
+        can still answer; ``status`` says why.
+        """
+        draft = conversation.last_reply
+        if not draft:
+            return Decision("", method="llm", status="no_draft", error="the draft pass produced no answer")
+        if not examples:
+            return Decision(draft, method="llm+fallback:draft", status="no_examples",
+                            error="the refine pass needs few-shot examples")
+        prompt = self.prompts["refine"]
+        turns = [*conversation.turns, ChatTurn("user", prompt.render(examples=render_examples(examples)))]
+        reply = self.chat.chat(turns, stage="refine", prompt_name=prompt.name, prompt_hash=prompt.hash)
+        answer = (reply.text or "").strip()
+        if reply.text is None or not answer:
+            return Decision(draft, method="llm+fallback:draft", calls=[reply.call], status=_failed_status(reply),
+                            error=reply.call.error or "the model returned no text")
+        return Decision(answer, method="llm", calls=[reply.call])

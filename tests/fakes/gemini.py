@@ -1,0 +1,172 @@
+"""A fake Gemini API: ``POST /{v1,v1beta}/models/{model}:generateContent`` in the real wire format.
+
+Request: ``contents[]`` (``role``, ``parts[].text``), optional ``systemInstruction`` and
+``generationConfig`` (``responseMimeType``, ``responseSchema``/``responseJsonSchema``), API key in
+the ``x-goog-api-key`` header or ``?key=``. Reply: ``candidates[0].content.parts[].text``,
+``finishReason``, ``usageMetadata`` with prompt, candidate and thought token counts. Errors use
+Google's ``{"error": {"code", "message", "status", "details"}}``; the rpm limit answers 429
+``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` delay.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from tests.fakes import llm_brain
+from tests.fakes.server import FakeServer, Fault, Request, Response
+
+_PATH = re.compile(r"^/(v1|v1beta|v1alpha)/models/([^/:]+):generateContent$")
+
+
+def google_error(code: int, status: str, message: str, details: list | None = None) -> dict:
+    """Google's JSON error body."""
+    error: dict = {"code": code, "message": message, "status": status}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def retry_info(seconds: float) -> dict:
+    """A ``google.rpc.RetryInfo`` detail."""
+    return {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{int(seconds)}s"}
+
+
+class GeminiFake(FakeServer):
+    """Answers the paper's prompts deterministically; counts calls per prompt kind and model."""
+
+    name = "gemini"
+
+    def __init__(self, *, api_key: str = "fake-gemini-key", thinking_tokens: Mapping[str, int] | None = None,
+                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None,
+                 fence_json_without_schema: bool = True):
+        super().__init__(latency=0.0, rpm=rpm)
+        self.api_key = api_key
+        self.thinking_tokens = dict(thinking_tokens or {"gemini-2.5-pro": 40, "gemini-2.5-flash": 10})
+        self.kind_latency = latency
+        self.fence_json_without_schema = fence_json_without_schema
+        self.kinds: Counter[str] = Counter()
+        self.models: Counter[str] = Counter()
+        self.bodies: list[dict] = []
+        self._count_lock = threading.Lock()
+
+    def request_latency(self, request: Request) -> float:
+        """Per prompt kind (``query_plan`` ...), per role (``filter``/``writer``), or a callable."""
+        lat = self.kind_latency
+        if callable(lat):
+            return lat(request)
+        if isinstance(lat, Mapping):
+            kind = llm_brain.prompt_kind(_last_user_text(request.json() or {}))
+            role = "writer" if kind in llm_brain.WRITER_KINDS else "filter"
+            return float(lat.get(kind, lat.get(role, 0.0)))
+        return float(lat)
+
+    def rate_limited(self, request: Request, retry_after: float) -> Response:
+        """Gemini's quota error."""
+        return Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).",
+                                          [retry_info(max(1.0, retry_after))]))
+
+    def route(self, request: Request) -> Response:
+        m = _PATH.match(request.path)
+        if request.method != "POST" or not m:
+            return Response(404, google_error(404, "NOT_FOUND", f"no route for {request.method} {request.path}"))
+        key = request.headers.get("x-goog-api-key") or request.param("key")
+        if not key:
+            return Response(403, google_error(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers."))
+        if key != self.api_key:
+            return Response(400, google_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."))
+        body = request.json()
+        if not isinstance(body, dict) or not isinstance(body.get("contents"), list) or not body["contents"]:
+            return Response(400, google_error(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"))
+        model = m.group(2)
+        turns = [(c.get("role", "user"), "".join(p.get("text", "") for p in c.get("parts", [])))
+                 for c in body["contents"]]
+        answer = llm_brain.reply(turns)
+        config = body.get("generationConfig") or {}
+        wants_json = config.get("responseMimeType") == "application/json"
+        text = answer.text
+        if answer.is_json and not wants_json and self.fence_json_without_schema:
+            text = f"Here is the list:\n```json\n{text}\n```"
+        with self._count_lock:
+            self.kinds[answer.kind] += 1
+            self.models[model] += 1
+            self.bodies.append(body)
+        prompt_tokens = sum(llm_brain.approx_tokens(t) for _, t in turns)
+        out_tokens = llm_brain.approx_tokens(text)
+        thoughts = self.thinking_tokens.get(model, 0)
+        usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens,
+                 "totalTokenCount": prompt_tokens + out_tokens + thoughts}
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts
+        return Response(200, {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                            "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": uuid.uuid4().hex[:20],
+        })
+
+    # --- canned misbehaviour ----------------------------------------------------------------------
+
+    @staticmethod
+    def blocked_prompt(reason: str = "SAFETY") -> Fault:
+        """The prompt itself was blocked: ``promptFeedback.blockReason`` and no candidates."""
+        return Fault("status", Response(200, {
+            "promptFeedback": {"blockReason": reason, "safetyRatings": [
+                {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]},
+            "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+            "modelVersion": "gemini-2.5-flash",
+        }))
+
+    @staticmethod
+    def safety_stop() -> Fault:
+        """A candidate withheld for safety: ``finishReason: SAFETY`` and no content parts."""
+        return Fault("status", Response(200, {
+            "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [
+                {"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": True}]}],
+            "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+        }))
+
+    @staticmethod
+    def empty_candidates() -> Fault:
+        """A 200 with an empty ``candidates`` list."""
+        return Fault("status", Response(200, {"candidates": [], "usageMetadata": {"promptTokenCount": 12,
+                                                                                  "totalTokenCount": 12}}))
+
+    @staticmethod
+    def text_reply(text: str) -> Fault:
+        """A normal reply with a chosen text (for parser quirks)."""
+        return Fault("status", Response(200, {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                            "index": 0}],
+            "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 25},
+        }))
+
+    @staticmethod
+    def quota_exceeded(retry_after_s: int = 1, *, header: bool = True) -> Fault:
+        """429 RESOURCE_EXHAUSTED with a RetryInfo delay (and a Retry-After header when ``header``)."""
+        headers = {"Retry-After": str(retry_after_s)} if header else {}
+        return Fault("status", Response(429, google_error(429, "RESOURCE_EXHAUSTED",
+                                                          "Resource has been exhausted (e.g. check quota).",
+                                                          [retry_info(retry_after_s)]), headers))
+
+    @staticmethod
+    def server_error(code: int = 500) -> Fault:
+        """A 5xx with Google's error body."""
+        status = {500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}.get(code, "INTERNAL")
+        return Fault("status", Response(code, google_error(code, status, "An internal error has occurred.")))
+
+    @staticmethod
+    def bad_request(message: str = "Invalid JSON payload received.") -> Fault:
+        """A 400 INVALID_ARGUMENT (not retryable)."""
+        return Fault("status", Response(400, google_error(400, "INVALID_ARGUMENT", message)))
+
+
+def _last_user_text(body: dict) -> str:
+    for content in reversed(body.get("contents") or []):
+        if content.get("role", "user") == "user":
+            return "".join(p.get("text", "") for p in content.get("parts", []))
+    return ""

@@ -1,0 +1,169 @@
+"""Deterministic, plausible replies to the paper's prompts, shared by the Gemini and OpenAI fakes.
+
+The fake recognizes which prompt it received from a phrase of each prompt file (the test suite
+checks that every file still contains its phrase) and answers the way a model would: a JSON list
+of queries (A.1), the URLs whose title and preview share words with the question (A.2, about a
+third dropped, as the paper reports), the section labels that share words with the question,
+best first (A.3), a short paragraph from the best-matching source sentences (A.4 draft), that
+answer shortened to the examples' length (A.4 refine), and the source numbers whose text shares
+words with the answer (A.5).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from hifirag_core.text import content_terms, split_sentences
+
+# One phrase per prompt file, as it appears in prompts/<name>.txt.
+MARKERS: dict[str, str] = {
+    "query_plan": "Create efficient and concise Google search queries",
+    "url_filter": "Which of the URLs in the list below would be helpful",
+    "section_rank": "determine which sections would be helpful for further reading",
+    "draft": "You are a helpful and knowledgeable assistant.",
+    "refine": "Revise your answer so that its style and length match",
+    "citations": "identify which sources (marked by [number]) directly support",
+    "baseline_q": "Please limit your answer to 200 words.",
+}
+JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})
+FILTER_KINDS = JSON_KINDS
+WRITER_KINDS = frozenset({"draft", "refine", "baseline_q"})
+
+
+def prompt_kind(text: str) -> str:
+    """Which prompt ``text`` is (``unknown`` when none matches)."""
+    for kind, marker in MARKERS.items():
+        if marker in text:
+            return kind
+    return "unknown"
+
+
+def _overlap(query_terms: set[str], text: str) -> int:
+    return len(query_terms & set(content_terms(text)))
+
+
+@dataclass
+class BrainReply:
+    """The reply text and how it was made."""
+
+    kind: str
+    text: str
+    is_json: bool
+
+
+def reply(turns: list[tuple[str, str]]) -> BrainReply:
+    """Answer the last user turn of a conversation (``(role, text)`` pairs; roles user/model)."""
+    last_user = next((t for r, t in reversed(turns) if r == "user"), "")
+    kind = prompt_kind(last_user)
+    handler = _HANDLERS.get(kind, _unknown)
+    return BrainReply(kind, handler(last_user, turns), kind in JSON_KINDS)
+
+
+def _between(text: str, start: str, end: str) -> str:
+    i = text.find(start)
+    if i < 0:
+        return ""
+    i += len(start)
+    j = text.find(end, i)
+    return text[i : j if j >= 0 else len(text)].strip()
+
+
+def _query_plan(prompt: str, turns: list[tuple[str, str]]) -> str:
+    question = _between(prompt, "question:\n", "\nReturn a JSON list")
+    m = re.search(r"containing the (\d+)(?:-(\d+))? best", prompt)
+    wanted = int(m.group(2) or m.group(1)) if m else 2
+    terms = list(dict.fromkeys(content_terms(question)))
+    queries = [" ".join(terms[:6]) or question]
+    if len(terms) > 2:
+        queries.append(" ".join(terms[:3]) + " guide")
+    return json.dumps(queries[:wanted])
+
+
+def _url_filter(prompt: str, turns: list[tuple[str, str]]) -> str:
+    question = _between(prompt, 'to answer\n"', '"?')
+    terms = set(content_terms(question))
+    blocks = re.findall(r"URL: (\S+)\nTitle: (.*)\nPreview: (.*)", prompt)
+    scored = [(_overlap(terms, f"{title} {preview} {url}"), i, url) for i, (url, title, preview) in enumerate(blocks)]
+    keep = max(1, math.ceil(len(blocks) * 2 / 3)) if blocks else 0
+    relevant = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    chosen = relevant[:keep] if relevant else scored[:keep]
+    return json.dumps([url for _, _, url in chosen])
+
+
+def _section_rank(prompt: str, turns: list[tuple[str, str]]) -> str:
+    question = _between(prompt, "\nanswer ", " without additional searching")
+    terms = set(content_terms(question))
+    previews = re.findall(r"^\[(\d+)\] (.*)$", _between(prompt, "Section previews in the page:", "\nUseful chunks:"),
+                          re.MULTILINE)
+    scored = sorted(((_overlap(terms, text), int(i)) for i, text in previews), key=lambda s: (-s[0], s[1]))
+    keep = max(1, math.ceil(len(previews) * 0.4)) if previews else 0
+    chosen = [i for score, i in scored if score > 0][:keep] or [i for _, i in scored[:1]]
+    return json.dumps(chosen)
+
+
+def _source_blocks(web_content: str) -> list[tuple[int, str]]:
+    parts = re.split(r"(?m)^\[(\d+)\] ", web_content)
+    return [(int(parts[i]), parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+
+
+def _draft(prompt: str, turns: list[tuple[str, str]]) -> str:
+    question = _between(prompt, "User question: ", "\n-----------")
+    terms = set(content_terms(question))
+    web = _between(prompt, "may help you: ", "\n" + question) if question else ""
+    sentences = []
+    for _, block in _source_blocks(web):
+        for line in block.splitlines()[1:]:  # the first line is the source's title
+            if line.startswith(("URL:", "Preview:", "## ")):
+                continue
+            sentences.extend(split_sentences(line))
+    ranked = sorted(((_overlap(terms, s), i, s) for i, s in enumerate(sentences) if len(s) > 20),
+                    key=lambda t: (-t[0], t[1]))
+    best = [s for score, _, s in ranked[:3] if score > 0]
+    if not best:
+        return f"There is no specific information available, but in general {question.rstrip('?').lower()} depends on the context."
+    return " ".join(best)
+
+
+def _refine(prompt: str, turns: list[tuple[str, str]]) -> str:
+    previous = next((t for r, t in reversed(turns) if r == "model"), "")
+    answers = re.findall(r"^Answer: (.*)$", prompt, re.MULTILINE)
+    target = max(8, round(sum(len(a.split()) for a in answers) / len(answers))) if answers else 40
+    words = previous.split()
+    text = " ".join(words[:target])
+    return text if text.endswith((".", "!", "?")) else text.rstrip(",;:") + "."
+
+
+def _citations(prompt: str, turns: list[tuple[str, str]]) -> str:
+    answer = _between(prompt, "Answer: ", "\nSources: ")
+    terms = set(content_terms(answer))
+    sources = _source_blocks(prompt.split("\nSources: ", 1)[-1])
+    cited = [n for n, block in sources if _overlap(terms, block) >= 2]
+    return json.dumps(cited)
+
+
+def _baseline(prompt: str, turns: list[tuple[str, str]]) -> str:
+    question = prompt.split("200 words.", 1)[-1].strip()
+    return f"In short: {question.rstrip('?')} is answered by the relevant documentation."
+
+
+def _unknown(prompt: str, turns: list[tuple[str, str]]) -> str:
+    return "I am a fake model and did not recognize this prompt."
+
+
+_HANDLERS = {
+    "query_plan": _query_plan,
+    "url_filter": _url_filter,
+    "section_rank": _section_rank,
+    "draft": _draft,
+    "refine": _refine,
+    "citations": _citations,
+    "baseline_q": _baseline,
+}
+
+
+def approx_tokens(text: str) -> int:
+    """A stable token estimate (about 4/3 tokens per word)."""
+    return max(1, round(len(text.split()) * 4 / 3))

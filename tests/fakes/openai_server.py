@@ -1,0 +1,114 @@
+"""A fake OpenAI-compatible server: ``POST /v1/chat/completions`` in the real wire format.
+
+Request: ``model``, ``messages[]`` (``role``, ``content``), optional ``response_format``; key as
+``Authorization: Bearer``. Reply: a ``chat.completion`` object with ``choices[0].message.content``,
+``finish_reason`` and ``usage``. Errors: ``{"error": {"message", "type", "param", "code"}}``. With
+``think=True`` every answer starts with a ``<think>…</think>`` block, as open reasoning models
+(DeepSeek-R1, Qwen3) served by vLLM or Ollama emit it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from tests.fakes import llm_brain
+from tests.fakes.server import FakeServer, Fault, Request, Response
+
+
+def openai_error(message: str, type_: str, code: str | None = None) -> dict:
+    """OpenAI's JSON error body."""
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+class OpenAIFake(FakeServer):
+    """Answers the paper's prompts deterministically; counts calls per prompt kind."""
+
+    name = "openai"
+
+    def __init__(self, *, api_key: str | None = "fake-openai-key", think: bool = False,
+                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None):
+        super().__init__(latency=0.0, rpm=rpm)
+        self.api_key = api_key
+        self.think = think
+        self.kind_latency = latency
+        self.kinds: Counter[str] = Counter()
+        self.bodies: list[dict] = []
+        self._count_lock = threading.Lock()
+
+    def request_latency(self, request: Request) -> float:
+        """Per prompt kind, per role (``filter``/``writer``), or a callable."""
+        lat = self.kind_latency
+        if callable(lat):
+            return lat(request)
+        if isinstance(lat, Mapping):
+            body = request.json() or {}
+            last = next((m.get("content", "") for m in reversed(body.get("messages") or []) if m.get("role") == "user"), "")
+            kind = llm_brain.prompt_kind(last)
+            return float(lat.get(kind, lat.get("writer" if kind in llm_brain.WRITER_KINDS else "filter", 0.0)))
+        return float(lat)
+
+    def rate_limited(self, request: Request, retry_after: float) -> Response:
+        """OpenAI's rate-limit error with Retry-After."""
+        return Response(429, openai_error("Rate limit reached for requests", "requests", "rate_limit_exceeded"),
+                        {"Retry-After": str(max(1, int(retry_after + 0.999)))})
+
+    def route(self, request: Request) -> Response:
+        if request.method != "POST" or request.path.rstrip("/") != "/v1/chat/completions":
+            return Response(404, openai_error(f"Unknown request URL: {request.method} {request.path}",
+                                              "invalid_request_error", "unknown_url"))
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return Response(401, openai_error("Incorrect API key provided.", "invalid_request_error",
+                                              "invalid_api_key"))
+        body = request.json()
+        if not isinstance(body, dict) or not body.get("messages") or not body.get("model"):
+            return Response(400, openai_error("'messages' and 'model' are required", "invalid_request_error"))
+        turns = [("model" if m.get("role") == "assistant" else "user", str(m.get("content") or ""))
+                 for m in body["messages"] if m.get("role") in ("user", "assistant")]
+        answer = llm_brain.reply(turns)
+        text = answer.text
+        wants_json = (body.get("response_format") or {}).get("type") in ("json_schema", "json_object")
+        if answer.is_json and not wants_json:
+            text = f"```json\n{text}\n```"
+        reasoning = "The user wants a precise reply. Let me check the sources [9, 9] first."
+        content = f"<think>\n{reasoning}\n</think>\n\n{text}" if self.think else text
+        with self._count_lock:
+            self.kinds[answer.kind] += 1
+            self.bodies.append(body)
+        prompt_tokens = sum(llm_brain.approx_tokens(t) for _, t in turns)
+        completion_tokens = llm_brain.approx_tokens(content)
+        return Response(200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+    @staticmethod
+    def rate_limit(retry_after_s: int = 1) -> Fault:
+        """429 with Retry-After."""
+        return Fault("status", Response(429, openai_error("Rate limit reached for requests", "requests",
+                                                          "rate_limit_exceeded"), {"Retry-After": str(retry_after_s)}))
+
+    @staticmethod
+    def server_error(code: int = 500) -> Fault:
+        """A 5xx."""
+        return Fault("status", Response(code, openai_error("The server had an error while processing your request.",
+                                                           "server_error")))
+
+    @staticmethod
+    def content_filtered() -> Fault:
+        """A reply withheld by the content filter."""
+        return Fault("status", Response(200, {
+            "id": "chatcmpl-filtered", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None},
+                         "finish_reason": "content_filter"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10},
+        }))

@@ -1,0 +1,263 @@
+"""A threaded HTTP server on 127.0.0.1 for fakes of external services, with fault injection.
+
+Each fake subclasses :class:`FakeServer` and implements :meth:`FakeServer.route`. The base class
+records every request, applies latency and a server-side requests-per-minute limit, and injects
+faults queued with :meth:`FakeServer.inject`: an HTTP status with a body and ``Retry-After``, a
+delay longer than the client's timeout, a reply whose body is cut short, a dropped connection,
+or any replacement response.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Request:
+    """One request as the fake saw it."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    at: float = field(default_factory=time.monotonic)
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        """The first value of a query parameter."""
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    def form(self) -> dict[str, str]:
+        """The body as an urlencoded form."""
+        return {k: v[0] for k, v in parse_qs(self.body.decode("utf-8", "replace")).items()}
+
+    def json(self) -> Any:
+        """The body as JSON (None when it is not)."""
+        try:
+            return json.loads(self.body or b"null")
+        except json.JSONDecodeError:
+            return None
+
+
+@dataclass
+class Response:
+    """What the fake sends back."""
+
+    status: int = 200
+    body: bytes | str | dict | list = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    chunked: bool = False  # send with Transfer-Encoding: chunked (no Content-Length)
+
+    def encoded(self) -> tuple[bytes, str]:
+        """Body bytes and content type (``content_type=""`` sends no Content-Type header)."""
+        if isinstance(self.body, (dict, list)):
+            default, data = "application/json; charset=UTF-8", json.dumps(self.body).encode()
+        elif isinstance(self.body, str):
+            default, data = "text/plain; charset=utf-8", self.body.encode()
+        else:
+            default, data = "application/octet-stream", self.body
+        return data, default if self.content_type is None else self.content_type
+
+
+@dataclass
+class Fault:
+    """A misbehaviour to apply to matching requests, ``times`` times.
+
+    kind: ``status`` (send ``response``), ``delay`` (wait ``seconds`` then answer normally),
+    ``truncate`` (answer normally but cut the body to ``keep`` of its length), ``drop`` (close the
+    connection without answering).
+    """
+
+    kind: str
+    response: Response | None = None
+    seconds: float = 0.0
+    keep: float = 0.5
+    times: int = 1
+    match: Callable[[Request], bool] | None = None
+
+
+class FakeServer:
+    """Base class: a real HTTP server on a random loopback port."""
+
+    name = "fake"
+
+    def __init__(self, *, latency: float | Callable[[Request], float] = 0.0, rpm: int | None = None):
+        self.latency = latency
+        self.rpm = rpm
+        self.requests: list[Request] = []
+        self._faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        self._starts: deque[float] = deque()
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> FakeServer:
+        """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
+        handler = _make_handler(self)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        server.block_on_close = False
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=f"{self.name}-fake", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; pending delays end at once."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # --- faults and bookkeeping -------------------------------------------------------------------
+
+    def inject(self, fault: Fault) -> None:
+        """Queue a fault; faults apply in the order queued."""
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        """Drop every queued fault."""
+        with self._lock:
+            self._faults.clear()
+
+    def count(self, predicate: Callable[[Request], bool] | None = None) -> int:
+        """How many requests (matching ``predicate``) arrived."""
+        with self._lock:
+            return sum(1 for r in self.requests if predicate is None or predicate(r))
+
+    def _take_fault(self, request: Request) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.match is None or fault.match(request):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _over_rpm(self) -> float | None:
+        """Seconds until a start is allowed when the server-side rpm limit is reached."""
+        if not self.rpm:
+            return None
+        with self._lock:
+            now = time.monotonic()
+            while self._starts and now - self._starts[0] >= 60.0:
+                self._starts.popleft()
+            if len(self._starts) >= self.rpm:
+                return self._starts[0] + 60.0 - now
+            self._starts.append(now)
+        return None
+
+    def sleep(self, seconds: float) -> None:
+        """Wait, but wake up when the server stops."""
+        if seconds > 0:
+            self._stop.wait(seconds)
+
+    # --- to implement -----------------------------------------------------------------------------
+
+    def route(self, request: Request) -> Response:
+        """The normal reply to a request."""
+        raise NotImplementedError
+
+    def rate_limited(self, request: Request, retry_after: float) -> Response:
+        """The reply when the server-side rpm limit is hit (each fake uses its service's format)."""
+        return Response(429, {"error": "rate limited"}, {"Retry-After": str(max(1, int(retry_after + 0.999)))})
+
+    def request_latency(self, request: Request) -> float:
+        """Seconds to wait before answering this request."""
+        return self.latency(request) if callable(self.latency) else float(self.latency)
+
+
+def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like the real services
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+        def _handle(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            request = Request(self.command, parts.path, parse_qs(parts.query, keep_blank_values=True),
+                              {k.lower(): v for k, v in self.headers.items()}, body)
+            with fake._lock:
+                fake.requests.append(request)
+            fault = fake._take_fault(request)
+            if fault is not None and fault.kind == "drop":
+                self.close_connection = True
+                return
+            if fault is not None and fault.kind == "delay":
+                fake.sleep(fault.seconds)
+            if fault is not None and fault.kind == "status" and fault.response is not None:
+                self._send(fault.response)
+                return
+            wait = fake._over_rpm()
+            if wait is not None:
+                self._send(fake.rate_limited(request, wait))
+                return
+            fake.sleep(fake.request_latency(request))
+            try:
+                response = fake.route(request)
+            except Exception as exc:  # a bug in a fake must show up as a 500, not a hang
+                response = Response(500, {"error": {"code": 500, "message": f"fake crashed: {exc!r}",
+                                                    "status": "INTERNAL"}})
+            self._send(response, keep=fault.keep if fault is not None and fault.kind == "truncate" else None)
+
+        def _send(self, response: Response, keep: float | None = None) -> None:
+            data, content_type = response.encoded()
+            if keep is not None:
+                data = data[: max(1, int(len(data) * keep))]
+            try:
+                self.send_response(response.status)
+                if content_type:
+                    self.send_header("Content-Type", content_type)
+                if response.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(data)))
+                for key, value in response.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                if not response.chunked:
+                    self.wfile.write(data)
+                    return
+                for start in range(0, len(data), 1024):
+                    piece = data[start : start + 1024]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+    return Handler
