@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -34,7 +35,8 @@ app = typer.Typer(
 corpus_app = typer.Typer(help="Build and search the local corpus (the offline web).", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
 
-console = Console()
+# Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=200)
 err = Console(stderr=True)
 
 DataRoot = Annotated[
@@ -224,7 +226,9 @@ def _print_result(columns: list[str], rows: list[tuple], format_: str, max_width
         for r in rows:
             print("| " + " | ".join(_cell(v, max_width).replace("|", "\\|") for v in r) + " |")
     elif format_ == "table":
-        table = Table(*columns, show_lines=False)
+        table = Table(show_lines=False, box=box.SIMPLE_HEAD)
+        for name in columns:  # never squeeze a header below its own width
+            table.add_column(name, min_width=min(len(name), 24), overflow="ellipsis", no_wrap=True)
         for r in rows:
             table.add_row(*(_cell(v, max_width) for v in r))
         console.print(table)
@@ -240,10 +244,10 @@ def runs(data_root: DataRoot = None) -> None:
     [bold]Example[/bold]: hifirag runs
     """
     result = Warehouse(resolve_data_root(data_root)).query(
-        """SELECT run_id, status, variant, dataset, parent_run_id AS parent, config_hash AS config,
-                  n_questions AS questions, n_answered AS answered, n_failed AS failed,
-                  cache_hits, llm_calls_paid AS paid_calls, round(wall_seconds, 1) AS seconds,
-                  strftime(started_at, '%Y-%m-%d %H:%M') AS started
+        """SELECT run_id, status, variant, coalesce(parent_run_id, '') AS parent, config_hash AS config,
+                  n_questions AS questions, n_answered AS answered, cache_hits AS reused,
+                  llm_calls_paid AS paid_calls, round(wall_seconds, 1) AS seconds,
+                  strftime(started_at, '%m-%d %H:%M') AS started
            FROM runs ORDER BY started_at DESC"""
     )
     if not result.rows:

@@ -1,0 +1,31 @@
+# The two commands of the README, each starting from a bare machine:
+#   make demo   set up, then answer 20 FAQ questions offline and show the results
+#   make test   set up, then run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench setup clean-data
+
+demo: $(VENV)/.installed
+	$(BIN)/hifirag demo
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/bench_pipeline.py
+
+setup: $(VENV)/.installed
+
+# torch first and pinned: this machine has the 2.13.0 CPU wheel on disk; an unpinned torch would
+# pull a CUDA build of several GB.
+$(VENV)/.installed: pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+clean-data:
+	rm -rf warehouse/data .prefect

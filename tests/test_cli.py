@@ -1,0 +1,80 @@
+"""The command line: every command documented with an example, clear errors, warehouse queries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from flows.cli import app
+from hifirag_core.records import AnswerRecord, RunRecord
+from hifirag_core.warehouse import Warehouse
+
+runner = CliRunner()
+
+
+def _commands(group, prefix: str = ""):
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):  # a group of subcommands
+            yield from _commands(cmd, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", cmd
+
+
+def test_every_command_has_help_with_an_example():
+    commands = dict(_commands(get_command(app)))
+    assert {"run", "demo", "sql", "runs", "variants", "corpus build", "corpus search"} <= set(commands)
+    for name, cmd in commands.items():
+        assert cmd.help and "Example" in cmd.help, f"`hifirag {name}` has no example in its help"
+        result = runner.invoke(app, [*name.split(), "--help"])
+        assert result.exit_code == 0 and "Example" in result.output, name
+
+
+def test_sql_prints_a_table_and_json(tmp_path):
+    w = Warehouse(tmp_path)
+    w.write("answers", [AnswerRecord(text="hello", cited_urls=["https://a"])], run_id="r1", stage="answer",
+            question_id="q1")
+    result = runner.invoke(app, ["sql", "SELECT question_id, text FROM answers", "--data-root", str(tmp_path)])
+    assert result.exit_code == 0 and "hello" in result.output and "1 row(s)" in result.output
+    result = runner.invoke(app, ["sql", "SELECT text FROM answers", "--format", "json", "--data-root", str(tmp_path)])
+    assert json.loads(result.output) == [{"text": "hello"}]
+
+
+def test_bad_sql_is_a_clear_error_not_a_traceback(tmp_path):
+    result = runner.invoke(app, ["sql", "SELEC nonsense", "--data-root", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "error:" in result.output and "Traceback" not in result.output
+
+
+def test_runs_lists_runs(tmp_path):
+    runner_empty = runner.invoke(app, ["runs", "--data-root", str(tmp_path)])
+    assert "No runs yet" in runner_empty.output
+    Warehouse(tmp_path).write("runs", [RunRecord(run_id="r1", status="finished", n_questions=3)], run_id="r1",
+                              stage="run")
+    result = runner.invoke(app, ["runs", "--data-root", str(tmp_path)])
+    assert result.exit_code == 0 and "r1" in result.output and "finished" in result.output
+
+
+def test_run_with_a_bad_file_names_the_line_and_writes_nothing(tmp_path):
+    bad = tmp_path / "q.jsonl"
+    bad.write_text('{"query": "", "iid": "A"}\n')
+    result = runner.invoke(app, ["run", str(bad), "--data-root", str(tmp_path / "data")])
+    assert result.exit_code == 2 and "line 1: empty query" in result.output
+    assert not (tmp_path / "data" / "tables").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "url_filter.max_url=3"], "url_filter.max_url"),
+    (["--variant", "nope"], "unknown variant"),
+])
+def test_run_with_bad_settings_is_a_clear_error(tmp_path, questions_file, args, message):
+    result = runner.invoke(app, ["run", str(questions_file), *args, "--data-root", str(tmp_path)])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_corpus_search(data_root):
+    result = runner.invoke(app, ["corpus", "search", "conflict newest version", "--num", "2",
+                                 "--data-root", str(data_root)])
+    assert result.exit_code == 0 and "https://docs.tidewater.example/sync.html" in result.output

@@ -1,0 +1,26 @@
+-- Time, calls, tokens and cost per stage of each run. Paid calls are the ones not reused from the
+-- stage cache; reused calls keep the tokens and cost of the run that paid for them.
+CREATE OR REPLACE VIEW stage_costs AS
+WITH timing AS (
+    SELECT run_id, stage,
+           count(*)                                 AS question_stages,
+           count(*) FILTER (WHERE NOT cached)       AS computed,
+           count(*) FILTER (WHERE cached)           AS from_cache,
+           count(*) FILTER (WHERE status <> 'ok')   AS not_ok,
+           round(sum(seconds), 3)                   AS seconds
+    FROM stage_runs GROUP BY run_id, stage
+), calls AS (
+    SELECT run_id, stage,
+           count(*) FILTER (WHERE NOT cache_hit)                          AS llm_calls_paid,
+           count(*) FILTER (WHERE cache_hit)                              AS llm_calls_reused,
+           sum(tokens_in) FILTER (WHERE NOT cache_hit)                    AS tokens_in,
+           sum(tokens_out) FILTER (WHERE NOT cache_hit)                   AS tokens_out,
+           sum(tokens_thinking) FILTER (WHERE NOT cache_hit)              AS tokens_thinking,
+           round(sum(cost_usd) FILTER (WHERE NOT cache_hit), 6)           AS cost_usd,
+           round(avg(latency_s) FILTER (WHERE NOT cache_hit), 3)          AS mean_latency_s
+    FROM llm_calls GROUP BY run_id, stage
+)
+SELECT t.run_id, t.stage, t.question_stages, t.computed, t.from_cache, t.not_ok, t.seconds,
+       coalesce(c.llm_calls_paid, 0) AS llm_calls_paid, coalesce(c.llm_calls_reused, 0) AS llm_calls_reused,
+       c.tokens_in, c.tokens_out, c.tokens_thinking, coalesce(c.cost_usd, 0) AS cost_usd, c.mean_latency_s
+FROM timing t LEFT JOIN calls c USING (run_id, stage);
