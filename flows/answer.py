@@ -214,13 +214,15 @@ def answer_questions(
     ids: list[str] | None = None,
     overrides: list[str] | None = None,
     data_root: str | None = None,
+    fields: dict[str, str] | None = None,
 ) -> dict:
     """Answer a JSONL file of questions (MMU-RAGent or FAQ format) and persist every stage.
 
-    ``overrides`` are ``key=value`` config settings (``url_filter.max_urls=4``); the run id
+    ``overrides`` are ``key=value`` config settings (``url_filter.max_urls=4``); ``fields`` maps
+    ``id``/``query``/``reference`` to a custom file's field names; the run id
     defaults to one derived from the questions and the config, so running the same thing again
     resumes or re-checks that run instead of starting another.
     """
     plan = plan_run(questions, variant=variant, overrides=overrides or (), run_id=run_id, limit=limit,
-                    sample=sample, ids=ids, root=data_root)
+                    sample=sample, ids=ids, root=data_root, fields=fields)
     return run_plan(plan).to_dict()

@@ -73,6 +73,7 @@ def run(
     ids: Annotated[str | None, typer.Option(help="Comma-separated question ids.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions in flight at once [default: 4].")] = None,
+    fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
     data_root: DataRoot = None,
 ) -> None:
     """Answer a file of questions with the HiFi-RAG pipeline and store every stage.
@@ -84,8 +85,13 @@ def run(
     overrides = list(set_ or [])
     if concurrency is not None:
         overrides.append(f"limits.concurrency={concurrency}")
+    try:
+        field_map = dict(pair.split("=", 1) for pair in fields.split(",")) if fields else None
+    except ValueError:
+        _fail(ValueError(f"--fields {fields!r}: expected name=field pairs separated by commas"))
     summary = _run_flow(questions, variant=variant, run_id=run_id, limit=limit, sample=sample,
-                        ids=ids.split(",") if ids else None, overrides=overrides, data_root=data_root)
+                        ids=ids.split(",") if ids else None, overrides=overrides, data_root=data_root,
+                        fields=field_map)
     _print_summary(summary)
 
 
@@ -95,7 +101,8 @@ def _run_flow(questions: Path, *, data_root: Path | None, **kwargs) -> dict:
 
     try:  # validate the input before Prefect starts, so a bad file fails fast and writes nothing
         plan_run(questions, variant=kwargs["variant"], overrides=kwargs["overrides"], run_id=kwargs["run_id"],
-                 limit=kwargs["limit"], sample=kwargs["sample"], ids=kwargs["ids"], root=root)
+                 limit=kwargs["limit"], sample=kwargs["sample"], ids=kwargs["ids"], root=root,
+                 fields=kwargs.get("fields"))
     except EXPECTED as exc:
         _fail(exc)
     from flows.answer import answer_questions
@@ -139,7 +146,7 @@ def demo(
         _fail(CorpusError(f"{faq} is missing: the demo needs ../shared/data (or set HIFIRAG_SHARED_DATA)"))
     overrides = [f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}"]
     summary = _run_flow(faq, variant="final", run_id=None, limit=None, sample=questions, ids=None,
-                        overrides=overrides, data_root=data_root)
+                        overrides=overrides, data_root=data_root, fields=None)
     warehouse = Warehouse(Path(summary["data_root"]))
     _print_answers(warehouse, summary["run_id"])
     _print_summary(summary)
