@@ -106,9 +106,9 @@ STAGE_CONFIG = {
 
 def _identity(stage: str, rt: Runtime) -> str:
     if stage in ("query_plan", "url_filter", "section_rank", "citations"):
-        return rt.filter_model.identity
+        return rt.filter_model.stage_identity(stage)
     if stage in ("draft", "refine"):
-        return rt.writer_model.identity
+        return rt.writer_model.stage_identity(stage)
     if stage == "search":
         return getattr(rt.search, "identity", rt.search.provider)
     if stage == "fetch":

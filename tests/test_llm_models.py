@@ -216,3 +216,14 @@ def test_apply_fallback_edges() -> None:
     assert apply_fallback("top_k", 4, 2, [0.5, 0.9, 0.9, 0.1]) == [1, 2]  # ties keep input order
     with pytest.raises(ValueError):
         apply_fallback("sometimes", 3, 1, None)  # type: ignore[arg-type]
+
+
+def test_stage_identities_hold_only_their_own_prompt():
+    f = LLMFilterModel(ScriptedChat(), PROMPTS)
+    for stage in ("query_plan", "url_filter", "section_rank", "citations"):
+        ident = f.stage_identity(stage)
+        assert f"{stage}={PROMPTS[stage].hash}" in ident
+        assert all(f"{other}=" not in ident for other in ("query_plan", "url_filter", "section_rank", "citations")
+                   if other != stage)
+    w = LLMWriterModel(ScriptedChat(), PROMPTS)
+    assert "refine=" not in w.stage_identity("draft") and "draft=" not in w.stage_identity("refine")

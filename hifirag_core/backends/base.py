@@ -199,7 +199,11 @@ class Decision(Generic[T]):
 class FilterModel(Protocol):
     """The cheap model's four jobs (the paper's prompts A.1, A.2, A.3, A.5)."""
 
-    identity: str  # goes into cache keys: backend, model, algorithm version
+    identity: str  # backend, model, algorithm version, every prompt hash
+
+    def stage_identity(self, stage: str) -> str:
+        """The part of ``identity`` one stage's output depends on (its own prompt only): cache keys."""
+        ...
 
     def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]: ...
 
@@ -222,6 +226,8 @@ class WriterModel(Protocol):
     """The strong model's two passes (the paper's prompt A.4)."""
 
     identity: str
+
+    def stage_identity(self, stage: str) -> str: ...
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]: ...
 

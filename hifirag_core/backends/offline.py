@@ -125,6 +125,9 @@ class OfflineFilterModel:
         self.cfg = cfg
         self.identity = f"{OFFLINE_VERSION}:filter:{embedder.model_id}"
 
+    def stage_identity(self, stage: str) -> str:
+        return self.identity
+
     def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
         return Decision(_keyword_queries(question, max_queries), method="offline-keywords")
 
@@ -217,6 +220,9 @@ class OfflineWriterModel:
         self.embedder = embedder
         self.cfg = cfg
         self.identity = f"{OFFLINE_VERSION}:writer:{embedder.model_id}"
+
+    def stage_identity(self, stage: str) -> str:
+        return self.identity
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
         prompt = ChatTurn("user", f"{question}\n\n[{len(sources)} sources]")

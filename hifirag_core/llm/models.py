@@ -103,6 +103,13 @@ class LLMFilterModel:
             + f"|scorer={'yes' if scorer else 'order'}"
         )
 
+    def stage_identity(self, stage: str) -> str:
+        """What one stage's output depends on: backend, model, that stage's prompt and fallback."""
+        fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
+                    "citations": self.citation_fallback}.get(stage, "raw_question")
+        return (f"llm-filter/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|"
+                f"{stage}={self.prompt_hashes[stage]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}")
+
     def _ask(self, name: str, stage: str, schema: dict, **values: str) -> ChatReply:
         prompt = self.prompts[name]
         text = prompt.render(**values)
@@ -210,6 +217,12 @@ class LLMWriterModel:
         self.identity = f"llm-writer/v{PARSER_VERSION}|{chat.backend}|{chat.model}|" + ",".join(
             f"{n}={h}" for n, h in hashes.items()
         )
+
+    def stage_identity(self, stage: str) -> str:
+        """What one pass depends on: backend, model and that pass's prompt (the draft reaches the
+        refine pass as its input, so the draft prompt is not part of the refine identity)."""
+        name = self.draft_prompt_name if stage == "draft" else "refine"
+        return f"llm-writer/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|{name}={self.prompt_hashes[name]}"
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
         """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).
