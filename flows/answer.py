@@ -21,6 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from hifirag_core import stages
 from hifirag_core.corpus.store import CorpusError
+from hifirag_core.limits import question_deadline
 from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.runs import RunPlan, RunSummary, finish_run, plan_run, start_run
@@ -70,7 +71,7 @@ class _StageRunner:
         key = None
         if began - self.started > self.rt.cfg.limits.deadline_s:
             output = stages.failed_output(stage, self.question, "the question's deadline passed",
-                                          status="deadline", upstream=upstream)
+                                          status="deadline_exceeded", upstream=upstream)
         else:
             # the same key the task's cache policy computes, kept in the ledger
             inputs = {name: value for name, value in params.items() if name != "rt"}
@@ -95,6 +96,11 @@ class _StageRunner:
 def answer_question(question: Question, rt: Runtime) -> QuestionResult:
     """One question through the whole pipeline; each stage is its own cached, retried task."""
     run = _StageRunner(question, rt)
+    with question_deadline(rt.cfg.limits.deadline_s, start=run.started):
+        return _answer(run, rt)
+
+
+def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
     plan = run("query_plan", plan_query, rt=rt)
     results = run("search", search_web, plan=plan, rt=rt)
     decisions = run("url_filter", filter_urls, upstream=results, results=results, rt=rt)
@@ -190,12 +196,17 @@ def run_plan(plan: RunPlan) -> RunSummary:
         state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
         log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                  f"{sum(result.cached)}/{len(result.cached)} stages from cache")
+    notes = [plan.questions.note] if plan.questions.note else []
+    if rt.guards is not None and rt.guards.budget.exhausted:
+        spent = rt.guards.budget.summary()
+        notes.append(f"the run's budget was spent ({spent}); later paid calls were not started and their "
+                     "stages fell back (see stage_runs and llm_calls with status budget_exceeded)")
+        log.warning(notes[-1])
     summary = RunSummary(
         run_id=plan.run_id, status="finished" if failed == 0 else "partial", n_questions=len(questions),
         n_answered=answered, n_failed=failed, wall_seconds=round(time.monotonic() - started_at, 2),
         stage_computations=computed, cache_hits=hits, llm_calls_paid=paid, llm_calls_reused=reused,
-        data_root=str(plan.data_root), duckdb_path=str(warehouse.duckdb_path),
-        notes=[plan.questions.note] if plan.questions.note else [],
+        data_root=str(plan.data_root), duckdb_path=str(warehouse.duckdb_path), notes=notes,
     )
     finish_run(warehouse, plan, run_row, summary)
     log.info(f"Run {plan.run_id} {summary.status}: {answered} answered, {failed} without an answer, "

@@ -17,6 +17,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from hifirag_core.backends.base import MissingSecretError
 from hifirag_core.config import ConfigError
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir
 from hifirag_core.corpus.store import CorpusError
@@ -44,7 +45,7 @@ DataRoot = Annotated[
     typer.Option("--data-root", help="Where the warehouse, corpus and caches live "
                  "[default: $HIFIRAG_DATA_ROOT or warehouse/data].", show_default=False),
 ]
-EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError)
+EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError)
 
 
 def _fail(exc: Exception) -> None:

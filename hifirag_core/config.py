@@ -117,6 +117,9 @@ class FetchConfig(Section):
     max_redirects: int = 5
     politeness_delay_s: float = 1.0
     max_age_hours: float = 24 * 7  # a crawled page is reused within this age
+    # direct HTTP refuses loopback and private addresses (an SSRF guard); tests and local
+    # benchmarks against servers on 127.0.0.1 opt in here
+    allow_loopback: bool = False
     user_agent: str = "Mozilla/5.0 (compatible; HiFiRAG/0.1; +https://github.com/hifirag)"
 
 

@@ -14,6 +14,7 @@ from hifirag_core.examples import ExampleSet, resolve_example_set
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import QuestionSet, load_questions
 from hifirag_core.records import QuestionRecord, RunRecord, utcnow
+from hifirag_core.runtime import uses_real_backends
 from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, check_run_id
 
@@ -49,6 +50,10 @@ def plan_run(
 ) -> RunPlan:
     """Everything a run needs, validated before anything is written."""
     cfg = build_config(variant_overrides(variant), parse_overrides(list(overrides)), variant=variant)
+    if uses_real_backends(cfg):  # a missing key stops the run before anything is written
+        from hifirag_core.backends.factory import check_secrets
+
+        check_secrets(cfg)
     probe = load_questions(Path(questions_path), fields=fields)
     examples = resolve_example_set(cfg.generation.examples, probe.format)
     questions = load_questions(Path(questions_path), fields=fields, limit=limit, sample=sample, ids=ids,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hifirag_core.backends import factory
 from hifirag_core.backends.base import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.backends.offline import (
     LocalFetcher,
@@ -17,6 +18,7 @@ from hifirag_core.config import PipelineConfig
 from hifirag_core.corpus.store import Corpus, CorpusError
 from hifirag_core.embeddings import Embedder
 from hifirag_core.examples import ExampleSet
+from hifirag_core.limits import RunGuards
 from hifirag_core.reddit import RedditSource
 
 
@@ -32,6 +34,7 @@ class Runtime:
     fetcher: Fetcher
     reddit: RedditSource | None
     examples: ExampleSet
+    guards: RunGuards | None = None  # rate limits, retries and the budget of the real backends
 
 
 def blob_store(data_root: Path) -> BlobStore:
@@ -52,42 +55,41 @@ def open_corpus(data_root: Path, name: str) -> Corpus:
     return corpus
 
 
+def uses_real_backends(cfg: PipelineConfig) -> bool:
+    b = cfg.backends
+    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.search != "local" or b.fetch != "local"
+            or b.reddit == "praw")
+
+
 def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet) -> Runtime:
+    """The adapters the config selects; real ones share one set of rate limits and one budget."""
     data_root = Path(data_root)
     blobs = blob_store(data_root)
     embedder = Embedder(data_root / "cache" / "vectors.sqlite")
     needs_corpus = cfg.backends.search == "local" or cfg.backends.fetch == "local"
     index = open_corpus(data_root, cfg.corpus.name).index(tuple(cfg.corpus.exclude)) if needs_corpus else None
+    guards = factory.build_guards(cfg) if uses_real_backends(cfg) else None
 
-    filter_model: FilterModel
-    writer_model: WriterModel
-    if cfg.backends.filter_llm == "offline":
-        filter_model = OfflineFilterModel(embedder, cfg)
-    else:
-        from hifirag_core.backends.factory import build_filter_model
+    def similarity(text: str, candidates: list[str]) -> list[float]:
+        """MiniLM cosine: the order an LLM stage falls back to when its reply is unusable."""
+        return [float(x) for x in embedder.encode(candidates) @ embedder.encode_one(text)]
 
-        filter_model = build_filter_model(cfg)
-    if cfg.backends.writer_llm == "offline":
-        writer_model = OfflineWriterModel(embedder, cfg)
-    else:
-        from hifirag_core.backends.factory import build_writer_model
-
-        writer_model = build_writer_model(cfg)
-
-    search: SearchBackend
-    if cfg.backends.search == "local":
-        assert index is not None
-        search = LocalSearch(index)
-    else:
-        from hifirag_core.backends.factory import build_search_backend
-
-        search = build_search_backend(cfg)
-    fetcher: Fetcher
-    if cfg.backends.fetch == "local":
-        assert index is not None
-        fetcher = LocalFetcher(index, blobs)
-    else:
-        from hifirag_core.backends.factory import build_fetcher
-
-        fetcher = build_fetcher(cfg)
-    return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, None, examples)
+    filter_model: FilterModel = (
+        OfflineFilterModel(embedder, cfg) if cfg.backends.filter_llm == "offline"
+        else factory.build_filter_model(cfg, guards=guards, scorer=similarity)
+    )
+    writer_model: WriterModel = (
+        OfflineWriterModel(embedder, cfg) if cfg.backends.writer_llm == "offline"
+        else factory.build_writer_model(cfg, guards=guards)
+    )
+    search: SearchBackend = (
+        LocalSearch(index) if index is not None and cfg.backends.search == "local"
+        else factory.build_search_backend(cfg, guards=guards)
+    )
+    fetcher: Fetcher = (
+        LocalFetcher(index, blobs) if index is not None and cfg.backends.fetch == "local"
+        else factory.build_fetcher(cfg, guards=guards, allow_loopback=cfg.fetch.allow_loopback)
+    )
+    reddit = factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw" else None
+    return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, reddit, examples,
+                   guards)

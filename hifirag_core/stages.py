@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hifirag_core.backends.base import (
+    RETRYABLE_FETCH_STATUSES,
     BackendError,
     Conversation,
     PageOverview,
     SectionPreview,
     SourceDoc,
     SourceSection,
+    TransientError,
     UrlCandidate,
 )
 from hifirag_core.backends.offline import strip_markers
@@ -147,10 +149,11 @@ def cache_key(stage: str, inputs: dict[str, Any], rt: Runtime) -> str:
 
 
 def failure_status(exc: BaseException) -> str:
+    """The status a stage row gets for the error that ended it (the llm_calls names, where shared)."""
     name = type(exc).__name__
     return {
-        "BudgetExceededError": "budget_exhausted",
-        "DeadlineExceededError": "deadline",
+        "BudgetExceededError": "budget_exceeded",
+        "DeadlineExceededError": "deadline_exceeded",
         "MissingSecretError": "missing_secret",
     }.get(name, "failed")
 
@@ -242,9 +245,10 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
                                provider=rt.search.provider)
             for rank, h in enumerate(hits, 1)
         )
-    if errors and len(errors) == len(queries):
-        raise errors[0]  # nothing came back: let the orchestrator retry the stage
-    return StageOutput("search", records)
+    if errors and len(errors) == len(queries) and all(isinstance(e, TransientError) for e in errors):
+        raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
+    status = (failure_status(errors[0]) if errors and len(errors) == len(queries) else OK)
+    return StageOutput("search", records, status=status, error=records[0].error if status != OK else None)
 
 
 def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
@@ -301,8 +305,8 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
             fetched_at=utcnow(), status=result.status, error=result.error,
         ))
     failed = [r for r in records if not r.ok]
-    if records and len(failed) == len(records) and all(r.status in ("timeout", "failed") for r in failed):
-        raise BackendError(f"all {len(records)} fetches failed; first: {failed[0].error}")
+    if records and len(failed) == len(records) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+        raise TransientError(f"all {len(records)} fetches failed; first: {failed[0].error}")
     return StageOutput("fetch", records)
 
 

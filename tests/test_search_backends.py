@@ -194,7 +194,7 @@ def test_scrape_timeout_and_budget(scrapingdog_fake: ScrapingdogFake) -> None:
     spent = RunGuards(cfg.limits, budget=Budget(usd=0.0), sleep=lambda s: None)
     before = scrapingdog_fake.count()
     refused = build_fetcher(cfg, guards=spent, env=sd_env(scrapingdog_fake)).fetch("https://docs.python.org/3/library/venv.html")
-    assert refused.status == "failed" and refused.error.startswith("budget_exceeded:")
+    assert refused.status == "budget_exceeded" and refused.error.startswith("budget_exceeded:")
     assert scrapingdog_fake.count() == before
 
 

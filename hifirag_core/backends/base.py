@@ -69,8 +69,11 @@ class SearchBackend(Protocol):
 
 
 FetchStatus = Literal[
-    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "not_found", "failed"
+    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "not_found", "failed",
+    "budget_exceeded", "deadline_exceeded",
 ]
+# Statuses a later attempt may cure; the others (a 404, a refused address, a spent budget) stay.
+RETRYABLE_FETCH_STATUSES = frozenset({"timeout", "failed"})
 
 
 @dataclass

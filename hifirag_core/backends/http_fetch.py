@@ -212,7 +212,9 @@ def classify_body(content_type: str | None, body: bytes) -> tuple[str, FetchStat
 def fetch_status_for_error(exc: BaseException) -> FetchStatus:
     """The fetch status for an error that ended a fetch after retries."""
     status = status_of_error(exc)
-    if status in ("timeout", "deadline_exceeded"):
+    if status in ("budget_exceeded", "deadline_exceeded"):
+        return status  # type: ignore[return-value]
+    if status == "timeout":
         return "timeout"
     if getattr(exc, "status_code", None) is not None or "HTTP" in str(exc):
         return "http_error"
