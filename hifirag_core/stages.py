@@ -13,8 +13,10 @@ reads, the identity of the backend or model it calls (with prompt hashes), and i
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
     Conversation,
+    Decision,
     PageOverview,
     SectionPreview,
     SourceDoc,
@@ -66,6 +69,8 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("answer", "answers"),
 )
 STAGE_NAMES = tuple(s for s, _ in STAGES)
+# Pages whose sections are judged at once within one question (the provider's limits still apply).
+PAGE_PARALLELISM = 8
 STAGE_TABLE = dict(STAGES)
 
 
@@ -343,41 +348,43 @@ def section_preview(section: SectionRecord, chars: int) -> str:
 
 def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
                   rt: Runtime) -> StageOutput:
+    """Rank each page's sections; the pages are judged in parallel (one model call each, as in A.3)."""
     cfg = rt.cfg.section_rank
     snippets = {r.url: r for r in kept_urls(decisions)}
     by_url: dict[str, list[SectionRecord]] = {}
     for sec in sections.records:
         if isinstance(sec, SectionRecord) and sec.ok and sec.text:
             by_url.setdefault(sec.url, []).append(sec)
+    work = [(page, by_url[page.url]) for page in pages.records
+            if isinstance(page, PageRecord) and by_url.get(page.url)]
+
+    def judge(page: PageRecord, secs: list[SectionRecord]) -> tuple[list[SectionPreview], Decision[list[int]]]:
+        previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
+        if not cfg.enabled:
+            return previews, Decision(list(range(len(secs))), method="off")
+        hit = snippets.get(page.url)
+        overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
+        return previews, rt.filter_model.rank_sections(question.query, overview, previews,
+                                                       max_sections=cfg.max_sections_per_page)
+
+    # Each call carries this context (the question's deadline) into its worker thread.
+    with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, judge, page, secs) for page, secs in work]
+        judged = [f.result() for f in futures]
     records: list[SectionDecisionRecord] = []
     calls: list[LLMCallRecord] = []
-    statuses: list[str] = []
-    for page in pages.records:
-        assert isinstance(page, PageRecord)
-        secs = by_url.get(page.url, [])
-        if not secs:
-            continue
-        previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
-        if cfg.enabled:
-            hit = snippets.get(page.url)
-            overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
-            decision = rt.filter_model.rank_sections(question.query, overview, previews,
-                                                     max_sections=cfg.max_sections_per_page)
-            kept, scores, method = decision.value, decision.scores, decision.method
-            calls.extend(decision.calls)
-            statuses.append(decision.status)
-        else:
-            kept, scores, method = list(range(len(secs))), None, "off"
-        rank = {idx: pos for pos, idx in enumerate(kept, 1)}
+    for (page, secs), (previews, decision) in zip(work, judged, strict=True):
+        calls.extend(decision.calls)
+        rank = {idx: pos for pos, idx in enumerate(decision.value, 1)}
         records.extend(
             SectionDecisionRecord(url=page.url, section_id=s.section_id, source_order=page.order, heading=s.heading,
                                   preview=p.preview, kept=i in rank, rank=rank.get(i),
-                                  score=scores[i] if scores else None, method=method)
+                                  score=decision.scores[i] if decision.scores else None, method=decision.method)
             for i, (s, p) in enumerate(zip(secs, previews, strict=True))
         )
     _cap_total(records, cfg.max_sections_total if cfg.enabled else None)
-    bad = [s for s in statuses if s != OK]
-    status = bad[0] if bad and len(bad) == len(statuses) else OK
+    bad = [d.status for _, d in judged if d.status != OK]
+    status = bad[0] if judged and len(bad) == len(judged) else OK
     return StageOutput("section_rank", list(records), _stamp(calls, "section_rank"), status=status)
 
 
