@@ -68,7 +68,7 @@ def run_loop(root: Path, n: int) -> dict:
         pages = stages.fetch_pages(q, decisions, rt)
         sections = stages.split_sections(q, pages, rt)
         ranking = stages.rank_sections(q, decisions, pages, sections, rt)
-        sources = stages.build_sources(pages, sections, ranking, rt.cfg.generation.max_context_chars)
+        sources = stages.build_sources(q, pages, sections, ranking, rt.cfg.generation)
         draft = stages.write_draft(q, sources, rt)
         refined = stages.refine_answer(q, draft, rt)
         text, _ = stages.final_text(draft, refined)

@@ -24,6 +24,7 @@ from hifirag_core.corpus.store import CorpusError
 from hifirag_core.limits import question_deadline
 from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
+from hifirag_core.reuse import RunReuse, StoredRun
 from hifirag_core.runs import RunPlan, RunSummary, finish_run, plan_run, start_run
 from hifirag_core.runtime import Runtime, build_runtime, corpus_at
 from hifirag_core.stages import StageOutput
@@ -57,25 +58,34 @@ class QuestionResult:
 
 
 class _StageRunner:
-    """Runs one question's stage tasks in order, turning failures and the deadline into status rows."""
+    """Runs one question's stage tasks in order.
 
-    def __init__(self, question: Question, rt: Runtime):
+    A stage's output comes from another run's rows when the run reuses them (a reprocess, or pinned
+    evidence), else from its task; failures and a passed deadline become status rows.
+    """
+
+    def __init__(self, question: Question, rt: Runtime, reuse: RunReuse):
         self.question = question
         self.rt = rt
+        self.reuse = reuse
         self.started = time.monotonic()
         self.result = QuestionResult(question)
 
     def __call__(self, stage: str, stage_task, upstream: StageOutput | None = None, **params) -> StageOutput:
         began = time.monotonic()
-        cached = False
-        key = None
-        if began - self.started > self.rt.cfg.limits.deadline_s:
+        cached, key, source = False, None, None
+        stored = self.reuse.stored_output(stage, self.question)
+        if stored is not None:
+            (output, source), cached = stored, True
+        elif began - self.started > self.rt.cfg.limits.deadline_s:
             output = stages.failed_output(stage, self.question, "the question's deadline passed",
                                           status="deadline_exceeded", upstream=upstream)
         else:
             # the same key the task's cache policy computes, kept in the ledger
             inputs = {name: value for name, value in params.items() if name != "rt"}
             key = stages.cache_key(stage, {"question": self.question, **inputs}, self.rt)
+            if self.reuse.recompute(stage, self.question.id):  # a reprocess recomputes, cached or not
+                stage_task = stage_task.with_options(refresh_cache=True)
             state = stage_task(question=self.question, **params, return_state=True)
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"
@@ -85,7 +95,7 @@ class _StageRunner:
                 output = stages.failed_output(stage, self.question, error, status=status, upstream=upstream)
         self.result.outputs.append(output)
         self.result.ledger.append(StageRunRecord(
-            stage=stage, status=output.status, error=output.error, cached=cached,
+            stage=stage, status=output.status, error=output.error, cached=cached, source_run_id=source,
             seconds=round(time.monotonic() - began, 4), cache_key=key, n_rows=len(output.records),
         ))
         return output
@@ -93,9 +103,9 @@ class _StageRunner:
 
 @task(name="answer_question", task_run_name="question-{question.id}", cache_policy=NO_CACHE,
       persist_result=False)
-def answer_question(question: Question, rt: Runtime) -> QuestionResult:
+def answer_question(question: Question, rt: Runtime, reuse: RunReuse) -> QuestionResult:
     """One question through the whole pipeline; each stage is its own cached, retried task."""
-    run = _StageRunner(question, rt)
+    run = _StageRunner(question, rt, reuse)
     with question_deadline(rt.cfg.limits.deadline_s, start=run.started):
         return _answer(run, rt)
 
@@ -108,7 +118,7 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
     sections = run("sections", split_sections, pages=pages, rt=rt)
     ranking = run("section_rank", rank_sections, upstream=sections, decisions=decisions, pages=pages,
                   sections=sections, rt=rt)
-    sources = stages.build_sources(pages, sections, ranking, rt.cfg.generation.max_context_chars)
+    sources = stages.build_sources(run.question, pages, sections, ranking, rt.cfg.generation)
     draft = run("draft", write_draft, sources=sources, rt=rt)
     refined = run("refine", refine_answer, draft=draft, rt=rt)
     answer_text, _ = stages.final_text(draft, refined)
@@ -128,12 +138,12 @@ def write_question(warehouse: Warehouse, run_id: str, result: QuestionResult) ->
         warehouse.write("stage_runs", [ledger], run_id=run_id, stage=output.stage, question_id=qid)
 
 
-def _submit_windowed(questions: list[Question], rt: Runtime, window: int):
+def _submit_windowed(questions: list[Question], rt: Runtime, reuse: RunReuse, window: int):
     """Submit questions so that at most ``window`` are in flight; yield each future as it completes."""
     pending = iter(questions)
     in_flight: dict[PrefectFuture, Question] = {}
     for question in pending:
-        in_flight[answer_question.submit(question, rt)] = question
+        in_flight[answer_question.submit(question, rt, reuse)] = question
         if len(in_flight) >= window:
             break
     while in_flight:
@@ -141,7 +151,7 @@ def _submit_windowed(questions: list[Question], rt: Runtime, window: int):
         question = in_flight.pop(done)
         nxt = next(pending, None)
         if nxt is not None:
-            in_flight[answer_question.submit(nxt, rt)] = nxt
+            in_flight[answer_question.submit(nxt, rt, reuse)] = nxt
         yield question, done
 
 
@@ -169,14 +179,21 @@ def run_plan(plan: RunPlan) -> RunSummary:
     started_at = time.monotonic()
     ensure_corpus_for(plan, log)
     run_row = start_run(warehouse, plan)
-    rt = build_runtime(plan.cfg, plan.data_root, plan.examples)
+    rt = build_runtime(plan.cfg, plan.data_root, plan.examples, evidence_from=plan.evidence_from)
+    reuse = RunReuse(
+        spec=plan.reuse,
+        stored=StoredRun(warehouse, plan.reuse.run_id) if plan.reuse else None,
+        evidence=StoredRun(warehouse, plan.evidence_from) if plan.evidence_from else None,
+    )
     questions = list(plan.questions.questions)
-    if plan.questions.note:
-        log.info(plan.questions.note)
+    for note in (plan.note, plan.questions.note):
+        if note:
+            log.info(note)
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, "
              f"{plan.cfg.limits.concurrency} at a time; data in {plan.data_root}")
     answered = failed = computed = hits = paid = reused = 0
-    for n, (question, future) in enumerate(_submit_windowed(questions, rt, plan.cfg.limits.concurrency), 1):
+    window = plan.cfg.limits.concurrency
+    for n, (question, future) in enumerate(_submit_windowed(questions, rt, reuse, window), 1):
         try:
             result: QuestionResult = future.result()
         except Exception as exc:  # the parent task itself broke: leave a row that says so
@@ -226,14 +243,35 @@ def answer_questions(
     overrides: list[str] | None = None,
     data_root: str | None = None,
     fields: dict[str, str] | None = None,
+    evidence_from: str | None = None,
 ) -> dict:
     """Answer a JSONL file of questions (MMU-RAGent or FAQ format) and persist every stage.
 
     ``overrides`` are ``key=value`` config settings (``url_filter.max_urls=4``); ``fields`` maps
-    ``id``/``query``/``reference`` to a custom file's field names; the run id
+    ``id``/``query``/``reference`` to a custom file's field names; ``evidence_from`` pins the query
+    plans, search results and pages to another run's, so variants read identical evidence; the run id
     defaults to one derived from the questions and the config, so running the same thing again
     resumes or re-checks that run instead of starting another.
     """
     plan = plan_run(questions, variant=variant, overrides=overrides or (), run_id=run_id, limit=limit,
-                    sample=sample, ids=ids, root=data_root, fields=fields)
+                    sample=sample, ids=ids, root=data_root, fields=fields, evidence_from=evidence_from)
     return run_plan(plan).to_dict()
+
+
+@flow(name="answer-variants", log_prints=False)
+def answer_variants(
+    questions: str,
+    variants: list[str],
+    limit: int | None = None,
+    sample: int | None = None,
+    ids: list[str] | None = None,
+    overrides: list[str] | None = None,
+    data_root: str | None = None,
+    evidence_from: str | None = None,
+) -> list[dict]:
+    """Several variants over the same questions, one run each; stages they share are computed once."""
+    return [
+        answer_questions(questions=questions, variant=variant, limit=limit, sample=sample, ids=ids,
+                         overrides=overrides, data_root=data_root, evidence_from=evidence_from)
+        for variant in variants
+    ]

@@ -158,6 +158,9 @@ class GenerationConfig(Section):
     prompt: Literal["hifirag", "raw_limit"] = "hifirag"
     mmr_lambda: float = 0.7
     max_context_chars: int = 24000
+    # "bm25": inside each kept section, keep only the sentences closest to the question (by BM25)
+    sentence_select: Literal["all", "bm25"] = "all"
+    sentences_per_section: int = 5
 
 
 class CitationConfig(Section):
@@ -286,9 +289,10 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-                 variant: str | None = None) -> PipelineConfig:
-    """Defaults, then the variant's overrides, then the user's; validated once."""
-    data = PipelineConfig().model_dump(mode="json")
+                 variant: str | None = None, base: dict[str, Any] | None = None) -> PipelineConfig:
+    """Defaults (or ``base``, such as a parent run's config), then the variant's overrides, then the
+    user's; validated once."""
+    data = base if base is not None else PipelineConfig().model_dump(mode="json")
     data = _merge(data, variant_overrides or {})
     data = _merge(data, overrides or {})
     if variant is not None:

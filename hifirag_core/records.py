@@ -78,6 +78,9 @@ class QuestionRecord(Record):
     dataset: str | None = None
     line_no: int | None = None
     meta_json: str | None = None
+    # Where the answer is known to be (the FAQ set): the page and its section anchor.
+    gold_url: str | None = None
+    gold_anchor: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -135,6 +138,7 @@ class PageRecord(Record):
     n_bytes: int | None = None
     title: str | None = None
     fetched_at: datetime | None = None
+    reused_from: str | None = None  # "page-cache" or "evidence:<run>" when not fetched afresh
 
 
 @dataclass(kw_only=True)
@@ -183,6 +187,9 @@ class DraftRecord(Record):
     method: str = ""
     model: str | None = None
     prompt_hash: str | None = None
+    # The writer's conversation as JSON ([{"role", "text"}, ...]): pass 2 continues it, and a
+    # reprocess from the refine pass picks it up from here.
+    conversation_json: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -232,7 +239,8 @@ class StageRunRecord(Record):
     """One stage of one question in one run: how it ended, whether it was reused, how long it took."""
 
     TABLE: ClassVar[str] = "stage_runs"
-    cached: bool = False  # the output came from the stage cache: nothing was recomputed or paid
+    cached: bool = False  # the output was reused (stage cache or another run's rows): nothing paid
+    source_run_id: str | None = None  # the run whose stored rows were reused, when they were
     seconds: float = 0.0
     cache_key: str | None = None
     n_rows: int = 0

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from hifirag_core.config import DEFAULT_DATA_ROOT, PipelineConfig, build_config, parse_overrides
+from hifirag_core.corpus.sources import gold_location
 from hifirag_core.examples import ExampleSet, resolve_example_set
 from hifirag_core.hashing import stable_hash
-from hifirag_core.questions import QuestionSet, load_questions
+from hifirag_core.questions import Question, QuestionSet, load_questions
 from hifirag_core.records import QuestionRecord, RunRecord, utcnow
+from hifirag_core.reuse import ReuseSpec
 from hifirag_core.runtime import uses_real_backends
 from hifirag_core.variants import variant_overrides
-from hifirag_core.warehouse import Warehouse, check_run_id
+from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
 
 
 def data_root(explicit: str | Path | None = None) -> Path:
@@ -34,6 +36,8 @@ class RunPlan:
     overrides: tuple[str, ...] = ()
     parent_run_id: str | None = None
     evidence_from: str | None = None
+    reuse: ReuseSpec | None = None  # a reprocess: which stages come from the parent's rows
+    note: str | None = None
 
 
 def plan_run(
@@ -47,6 +51,7 @@ def plan_run(
     ids: Sequence[str] | None = None,
     root: str | Path | None = None,
     fields: dict[str, str] | None = None,
+    evidence_from: str | None = None,
 ) -> RunPlan:
     """Everything a run needs, validated before anything is written."""
     cfg = build_config(variant_overrides(variant), parse_overrides(list(overrides)), variant=variant)
@@ -58,10 +63,61 @@ def plan_run(
     examples = resolve_example_set(cfg.generation.examples, probe.format)
     questions = load_questions(Path(questions_path), fields=fields, limit=limit, sample=sample, ids=ids,
                                exclude_ids=examples.ids)
+    root_path = data_root(root)
+    if evidence_from is not None:
+        _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
         slug = questions.dataset.replace(":", "-")
-        run_id = f"{slug}-{variant}-{stable_hash([questions.fingerprint, cfg.fingerprint()], 8)}"
-    return RunPlan(check_run_id(run_id), cfg, questions, examples, data_root(root), tuple(overrides))
+        key = [questions.fingerprint, cfg.fingerprint(), evidence_from]
+        run_id = f"{slug}-{variant}-{stable_hash(key, 8)}"
+    return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
+                   evidence_from=evidence_from)
+
+
+def _require_run(warehouse: Warehouse, run_id: str, what: str) -> list[tuple]:
+    rows = warehouse.query("SELECT config_json, variant, dataset, evidence_from FROM runs WHERE run_id = ?",
+                           [check_run_id(run_id)]).rows
+    if not rows:
+        raise WarehouseError(f"{what}: no run {run_id!r} in {warehouse.root} (see `hifirag runs`)")
+    return rows
+
+
+def plan_reprocess(
+    parent_run_id: str,
+    *,
+    from_stage: str,
+    question_ids: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+    run_id: str | None = None,
+    root: str | Path | None = None,
+) -> RunPlan:
+    """A run derived from ``parent_run_id``: stages before ``from_stage`` (and every stage of the
+    questions not chosen) come from the parent's rows; the rest is computed with ``overrides``."""
+    warehouse = Warehouse(data_root(root))
+    config_json, variant, dataset, evidence_from = _require_run(warehouse, parent_run_id, "reprocess")[0]
+    spec = ReuseSpec(parent_run_id, from_stage, frozenset(question_ids) if question_ids else None)
+    cfg = build_config(overrides=parse_overrides(list(overrides)), base=json.loads(config_json), variant=variant)
+    if uses_real_backends(cfg):
+        from hifirag_core.backends.factory import check_secrets
+
+        check_secrets(cfg)
+    stored = warehouse.query(
+        "SELECT question_id, query, reference, line_no, meta_json FROM questions WHERE run_id = ? ORDER BY line_no",
+        [parent_run_id]).rows
+    questions = tuple(Question(qid, query, ref, line_no or 0, json.loads(meta) if meta else {})
+                      for qid, query, ref, line_no, meta in stored)
+    unknown = sorted(set(question_ids or ()) - {q.id for q in questions})
+    if unknown:
+        raise WarehouseError(f"run {parent_run_id!r} has no question(s) {unknown}")
+    fmt = dataset if dataset in ("mmu_ragent", "docs_faq") else "custom"
+    qs = QuestionSet(Path(f"run:{parent_run_id}"), fmt, questions)
+    examples = resolve_example_set(cfg.generation.examples, fmt)
+    if run_id is None:
+        run_id = f"{parent_run_id}.re-{stable_hash([from_stage, sorted(question_ids or []), list(overrides)], 6)}"
+    chosen = f"{len(question_ids)} question(s)" if question_ids else "every question"
+    note = f"reprocess of {parent_run_id} from {from_stage} for {chosen}"
+    return RunPlan(check_run_id(run_id[:128]), cfg, qs, examples, warehouse.root, tuple(overrides),
+                   parent_run_id=parent_run_id, evidence_from=evidence_from, reuse=spec, note=note)
 
 
 @dataclass
@@ -90,7 +146,8 @@ def run_record(plan: RunPlan, **fields: Any) -> RunRecord:
         dataset_fingerprint=plan.questions.fingerprint, config_json=plan.cfg.to_json(),
         config_hash=plan.cfg.fingerprint(), parent_run_id=plan.parent_run_id,
         overrides_json=json.dumps(list(plan.overrides)) if plan.overrides else None,
-        evidence_from=plan.evidence_from, n_questions=len(plan.questions), note=plan.questions.note, **fields,
+        evidence_from=plan.evidence_from, n_questions=len(plan.questions),
+        note="; ".join(n for n in (plan.note, plan.questions.note) if n) or None, **fields,
     )
 
 
@@ -99,8 +156,10 @@ def start_run(warehouse: Warehouse, plan: RunPlan) -> RunRecord:
     record = run_record(plan, status="running", started_at=utcnow())
     warehouse.write("runs", [record], run_id=plan.run_id, stage="run")
     for q in plan.questions.questions:
+        gold_url, gold_anchor = gold_location(q.meta)
         row = QuestionRecord(query=q.query, reference=q.reference, dataset=plan.questions.dataset, line_no=q.line_no,
-                             meta_json=json.dumps(q.meta, ensure_ascii=False) if q.meta else None)
+                             meta_json=json.dumps(q.meta, ensure_ascii=False) if q.meta else None,
+                             gold_url=gold_url, gold_anchor=gold_anchor)
         warehouse.write("questions", [row], run_id=plan.run_id, stage="input", question_id=q.id)
     return record
 

@@ -19,7 +19,10 @@ from hifirag_core.corpus.store import Corpus, CorpusError
 from hifirag_core.embeddings import Embedder
 from hifirag_core.examples import ExampleSet
 from hifirag_core.limits import RunGuards
+from hifirag_core.records import PageRecord
 from hifirag_core.reddit import RedditSource
+from hifirag_core.reuse import PageCache, StoredRun
+from hifirag_core.warehouse import Warehouse
 
 
 @dataclass
@@ -35,6 +38,9 @@ class Runtime:
     reddit: RedditSource | None
     examples: ExampleSet
     guards: RunGuards | None = None  # rate limits, retries and the budget of the real backends
+    page_cache: PageCache | None = None  # live fetchers only: URL -> last good fetch
+    evidence_run: str | None = None  # the run whose search results and pages this run replays
+    evidence_pages: dict[str, PageRecord] | None = None
 
 
 def blob_store(data_root: Path) -> BlobStore:
@@ -61,7 +67,8 @@ def uses_real_backends(cfg: PipelineConfig) -> bool:
             or b.reddit == "praw")
 
 
-def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet) -> Runtime:
+def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet,
+                  evidence_from: str | None = None) -> Runtime:
     """The adapters the config selects; real ones share one set of rate limits and one budget."""
     data_root = Path(data_root)
     blobs = blob_store(data_root)
@@ -91,5 +98,7 @@ def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet) ->
         else factory.build_fetcher(cfg, guards=guards, allow_loopback=cfg.fetch.allow_loopback)
     )
     reddit = factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw" else None
+    page_cache = PageCache(data_root / "cache" / "pages.sqlite") if cfg.backends.fetch != "local" else None
+    evidence_pages = StoredRun(Warehouse(data_root), evidence_from).pages_by_url() if evidence_from else None
     return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, reddit, examples,
-                   guards)
+                   guards, page_cache, evidence_from, evidence_pages)

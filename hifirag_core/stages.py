@@ -14,15 +14,17 @@ reads, the identity of the backend or model it calls (with prompt hashes), and i
 from __future__ import annotations
 
 import contextvars
+import json
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
+    ChatTurn,
     Conversation,
     Decision,
     PageOverview,
@@ -33,6 +35,7 @@ from hifirag_core.backends.base import (
     UrlCandidate,
 )
 from hifirag_core.backends.offline import strip_markers
+from hifirag_core.config import GenerationConfig
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -51,9 +54,12 @@ from hifirag_core.records import (
     content_row,
     utcnow,
 )
-from hifirag_core.runtime import Runtime
+from hifirag_core.retrieval import bm25_scores
 from hifirag_core.sectioning import parse_sections
-from hifirag_core.text import word_count
+from hifirag_core.text import split_sentences, word_count
+
+if TYPE_CHECKING:
+    from hifirag_core.runtime import Runtime
 
 # (stage, table) in pipeline order
 STAGES: tuple[tuple[str, str], ...] = (
@@ -118,8 +124,8 @@ def _identity(stage: str, rt: Runtime) -> str:
         return rt.writer_model.stage_identity(stage)
     if stage == "search":
         return getattr(rt.search, "identity", rt.search.provider)
-    if stage == "fetch":
-        return getattr(rt.fetcher, "identity", rt.fetcher.name)
+    if stage == "fetch":  # pinned evidence changes what a fetch returns
+        return f"{getattr(rt.fetcher, 'identity', rt.fetcher.name)}|evidence={rt.evidence_run}"
     return ""
 
 
@@ -299,16 +305,29 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
 
 
 def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
+    """Fetch the kept URLs, taking a page from the pinned evidence or the page cache when it has one."""
     records: list[Record] = []
     for order, decision in enumerate(kept_urls(decisions)[: rt.cfg.fetch.max_pages], 1):
+        reused, source = None, None
+        if rt.evidence_pages is not None and decision.url in rt.evidence_pages:
+            reused, source = rt.evidence_pages[decision.url], f"evidence:{rt.evidence_run}"
+        elif rt.page_cache is not None:
+            reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
+        if reused is not None:
+            records.append(replace(reused, run_id="", question_id="", order=order, title=decision.title,
+                                   reused_from=source))
+            continue
         result = rt.fetcher.fetch(decision.url)
         digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
-        records.append(PageRecord(
+        page = PageRecord(
             url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
             http_status=result.http_status, content_type=result.content_type, content_sha256=digest,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
-        ))
+        )
+        if rt.page_cache is not None:
+            rt.page_cache.put(page)
+        records.append(page)
     failed = [r for r in records if not r.ok]
     if records and len(failed) == len(records) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
         raise TransientError(f"all {len(records)} fetches failed; first: {failed[0].error}")
@@ -401,9 +420,14 @@ def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
         r.kept, r.rank = False, None
 
 
-def build_sources(pages: StageOutput, sections: StageOutput, ranking: StageOutput,
-                  max_chars: int) -> list[SourceDoc]:
-    """Number the pages that kept sections [1..n], each with its kept sections, best first."""
+def build_sources(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,
+                  cfg: GenerationConfig) -> list[SourceDoc]:
+    """Number the pages that kept sections [1..n], each with its kept sections, best first.
+
+    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question
+    (in their original order); then every section is trimmed alike to fit ``max_context_chars``.
+    """
+    max_chars = cfg.max_context_chars
     text_of = {s.section_id: s for s in sections.records if isinstance(s, SectionRecord) and s.ok}
     kept_by_url: dict[str, list[SectionDecisionRecord]] = {}
     for d in ranking.records:
@@ -411,19 +435,32 @@ def build_sources(pages: StageOutput, sections: StageOutput, ranking: StageOutpu
             kept_by_url.setdefault(d.url, []).append(d)
     ordered = [p for p in pages.records if isinstance(p, PageRecord) and p.url in kept_by_url]
     ordered.sort(key=lambda p: p.order)
-    total = sum(len(text_of[d.section_id].text or "") for ds in kept_by_url.values() for d in ds)
+    texts = {sid: sec.text or "" for sid, sec in text_of.items()}
+    if cfg.sentence_select == "bm25":
+        texts = {sid: select_sentences(question.query, text, cfg.sentences_per_section) for sid, text in texts.items()}
+    total = sum(len(texts[d.section_id]) for ds in kept_by_url.values() for d in ds)
     share = min(1.0, max_chars / total) if total else 1.0  # trim every section alike to fit the context
     sources = []
     for n, page in enumerate(ordered, 1):
         decisions = sorted(kept_by_url[page.url], key=lambda d: d.rank or 0)
         secs = tuple(
             SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path),
-                          (text_of[d.section_id].text or "")[: max(200, int(len(text_of[d.section_id].text or "") * share))])
+                          texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))])
             for d in decisions
         )
         preview = decisions[0].preview if decisions else ""
         sources.append(SourceDoc(n, page.url, page.title or "", preview, secs))
     return sources
+
+
+def select_sentences(question: str, text: str, k: int) -> str:
+    """The ``k`` sentences of ``text`` that BM25 scores highest for ``question``, in text order."""
+    sentences = split_sentences(text)
+    if len(sentences) <= k:
+        return text
+    scores = bm25_scores(question, sentences)
+    keep = sorted(sorted(range(len(sentences)), key=lambda i: -scores[i])[:k])
+    return " ".join(sentences[i] for i in keep)
 
 
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
@@ -433,9 +470,20 @@ def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> St
                          source_urls=[s.url for s in sources], method=decision.method,
                          model=getattr(rt.writer_model, "model", None),
                          prompt_hash=getattr(rt.writer_model, "prompt_hashes", {}).get("draft"),
+                         conversation_json=conversation_to_json(decision.value),
                          status=decision.status, error=decision.error)
     return StageOutput("draft", [record], _stamp(decision.calls, "draft"), value=decision.value,
                        status=decision.status, error=decision.error)
+
+
+def conversation_to_json(conversation: Conversation) -> str:
+    return json.dumps([{"role": t.role, "text": t.text} for t in conversation.turns], ensure_ascii=False)
+
+
+def conversation_from_json(text: str | None) -> Conversation | None:
+    if not text:
+        return None
+    return Conversation(tuple(ChatTurn(t["role"], t["text"]) for t in json.loads(text)))
 
 
 def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageOutput:

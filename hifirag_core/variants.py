@@ -1,4 +1,9 @@
-"""Named configurations: a variant is a set of overrides on the defaults."""
+"""Named configurations: the rows of the paper's ablation tables, and ours.
+
+A variant is a set of overrides on the defaults (which are the paper's final system). Variants
+that share a prefix of the pipeline share its cached stages: ``rag_url_filter`` reuses the
+searches of ``rag``, ``final`` reuses the filtering of ``rag_filters_rewrite``, and so on.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,30 @@ from typing import Any
 
 from hifirag_core.config import ConfigError
 
+_OFF = {"enabled": False}
+_SINGLE_PASS = {"generation": {"two_pass": False}, "citations": _OFF}
+
 VARIANTS: dict[str, dict[str, Any]] = {
-    # The paper's final system: query rewriting, URL and section filters, two-pass generation,
-    # citation verification.
+    # Paper, table 2 "Baseline Q": the raw query to the writer with a 200-word limit, no search.
+    "baseline_q": {"query_plan": _OFF, "search": _OFF, "url_filter": _OFF, "section_rank": _OFF,
+                   "generation": {"prompt": "raw_limit", "two_pass": False}, "citations": _OFF},
+    # "Baseline prompt (no search)": the HiFi-RAG answer prompt without web content.
+    "baseline_prompt": {"query_plan": _OFF, "search": _OFF, "url_filter": _OFF, "section_rank": _OFF,
+                        **_SINGLE_PASS},
+    # "RAG (search on)": the raw query searched, every result read, every section kept.
+    "rag": {"query_plan": _OFF, "url_filter": _OFF, "section_rank": _OFF, **_SINGLE_PASS},
+    # Table 3 "RAG with the URL filter only".
+    "rag_url_filter": {"query_plan": _OFF, "section_rank": _OFF, **_SINGLE_PASS},
+    # "RAG with filters (URL + section)".
+    "rag_filters": {"query_plan": _OFF, **_SINGLE_PASS},
+    # Table 3 "RAG with filters + query rewriting".
+    "rag_filters_rewrite": {**_SINGLE_PASS},
+    # The final system: filters, rewriting, two-pass generation, citation verification.
     "final": {},
+    # Ours: the source-aware credibility prior on URL and section decisions (second paper).
+    "final_credibility": {"credibility": {"enabled": True}},
+    # Ours: inside each kept section, only the sentences BM25 finds closest to the question.
+    "final_bm25_sentences": {"generation": {"sentence_select": "bm25"}},
 }
 
 
@@ -17,4 +42,4 @@ def variant_overrides(name: str) -> dict[str, Any]:
     try:
         return VARIANTS[name]
     except KeyError:
-        raise ConfigError(f"unknown variant {name!r}; known: {', '.join(sorted(VARIANTS))}") from None
+        raise ConfigError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}") from None

@@ -15,6 +15,7 @@ partition hold its file lock, so two processes writing at once never lose or dup
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -147,6 +148,20 @@ class Warehouse:
         return removed
 
     # --- reading ------------------------------------------------------------------------------
+
+    def read_records(self, table: str, run_id: str) -> list[Record]:
+        """Every row of one run's table, as records again (for reuse by a later run)."""
+        cls = TABLES[table]
+        part = self.partition(table, run_id)
+        files = sorted(part.glob("*.parquet")) if part.exists() else []
+        if not files:
+            return []
+        names = {f.name for f in dataclasses.fields(cls)}
+        records = []
+        for path in files:
+            for row in pq.read_table(path).to_pylist():
+                records.append(cls(**{k: v for k, v in row.items() if k in names}, run_id=run_id))
+        return records
 
     def _glob(self, table: str) -> str:
         return (self.tables_dir / table / "*" / "*.parquet").as_posix()

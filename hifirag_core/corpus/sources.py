@@ -102,3 +102,11 @@ FAQ_PAGE_PATTERNS: tuple[str, ...] = (
     "https://docs.python.org/3.11/faq/*",
     "https://docs.djangoproject.com/en/3.2/faq/*",
 )
+
+
+def gold_location(meta: dict) -> tuple[str | None, str | None]:
+    """The page URL and section anchor a FAQ question's answer comes from (``corpus``/``page``/``anchor``)."""
+    site = SITES.get(str(meta.get("corpus", "")))
+    if site is None or not meta.get("page"):
+        return None, None
+    return site.url_for(str(meta["page"])), meta.get("anchor") or None

@@ -1,0 +1,151 @@
+"""Taking stage outputs from another run's rows instead of computing them.
+
+Two uses:
+
+* **reprocess**: a new run derived from a parent run reuses the parent's rows for every stage
+  before the one named (and for every stage of the questions not chosen), and recomputes the rest;
+* **evidence replay**: a run takes its query plans, search results and pages from another run,
+  so that two variants read byte-identical evidence even when the live web has changed.
+
+And one cache below the stages: ``PageCache`` remembers each URL's last good fetch, so a page is
+crawled again only when it is older than ``fetch.max_age_hours``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from hifirag_core.questions import Question
+from hifirag_core.records import LLMCallRecord, PageRecord, Record, StageRunRecord
+from hifirag_core.stages import STAGE_NAMES, STAGE_TABLE, StageOutput, conversation_from_json
+from hifirag_core.warehouse import Warehouse
+
+EVIDENCE_STAGES = ("query_plan", "search")
+
+
+@dataclass(frozen=True)
+class ReuseSpec:
+    """Which stages a run takes from ``run_id`` rather than computing."""
+
+    run_id: str
+    recompute_from: str | None = None  # the first stage computed again; None: reuse every stage
+    questions: frozenset[str] | None = None  # the questions recomputed; None: all of them
+
+    def __post_init__(self) -> None:
+        if self.recompute_from is not None and self.recompute_from not in STAGE_NAMES:
+            raise ValueError(f"unknown stage {self.recompute_from!r}; stages: {', '.join(STAGE_NAMES)}")
+
+    def reused(self, stage: str, question_id: str) -> bool:
+        if self.recompute_from is None or (self.questions is not None and question_id not in self.questions):
+            return True
+        return STAGE_NAMES.index(stage) < STAGE_NAMES.index(self.recompute_from)
+
+
+class StoredRun:
+    """A run's rows, read once and served by stage and question."""
+
+    def __init__(self, warehouse: Warehouse, run_id: str):
+        self.warehouse = warehouse
+        self.run_id = run_id
+        self._rows: dict[str, dict[tuple[str, str], list[Record]]] = {}
+        self._lock = threading.Lock()
+
+    def _table(self, table: str) -> dict[tuple[str, str], list[Record]]:
+        with self._lock:
+            if table not in self._rows:
+                grouped: dict[tuple[str, str], list[Record]] = defaultdict(list)
+                for rec in self.warehouse.read_records(table, self.run_id):
+                    grouped[(rec.stage, rec.question_id)].append(rec)
+                self._rows[table] = dict(grouped)
+            return self._rows[table]
+
+    def exists(self) -> bool:
+        return bool(self._table("runs"))
+
+    def output(self, stage: str, question: Question) -> StageOutput | None:
+        """The stage's output for the question as the run stored it, or None if it has none."""
+        ledger = self._table("stage_runs").get((stage, question.id))
+        records = self._table(STAGE_TABLE[stage]).get((stage, question.id))
+        if ledger is None and records is None:
+            return None
+        records = list(records or [])
+        calls = [r for r in self._table("llm_calls").get((stage, question.id), []) if isinstance(r, LLMCallRecord)]
+        status = ledger.status if isinstance(ledger, StageRunRecord) else (records[0].status if records else "ok")
+        error = ledger.error if isinstance(ledger, StageRunRecord) else None
+        value = None
+        first = records[0] if records else None
+        if stage == "query_plan":
+            value = (getattr(first, "queries", None) or [question.query])
+        elif stage == "draft":
+            value = conversation_from_json(getattr(first, "conversation_json", None))
+        elif stage == "refine":
+            value = getattr(first, "text", None)
+        return StageOutput(stage, records, calls, value=value, status=status, error=error)
+
+    def pages_by_url(self) -> dict[str, PageRecord]:
+        """Every page the run fetched successfully, by URL."""
+        pages: dict[str, PageRecord] = {}
+        for records in self._table("pages").values():
+            for rec in records:
+                if isinstance(rec, PageRecord) and rec.ok and rec.content_sha256:
+                    pages.setdefault(rec.url, rec)
+        return pages
+
+
+@dataclass
+class RunReuse:
+    """A run's sources of stored outputs: its parent (reprocess) and its pinned evidence."""
+
+    spec: ReuseSpec | None = None
+    stored: StoredRun | None = None
+    evidence: StoredRun | None = None
+
+    def stored_output(self, stage: str, question: Question) -> tuple[StageOutput, str] | None:
+        """The stored output this question reuses for this stage, and the run it comes from."""
+        if self.spec is not None and self.stored is not None and self.spec.reused(stage, question.id):
+            out = self.stored.output(stage, question)
+            if out is not None:
+                return out, self.stored.run_id
+        if self.evidence is not None and stage in EVIDENCE_STAGES:
+            out = self.evidence.output(stage, question)
+            if out is not None:
+                return out, self.evidence.run_id
+        return None
+
+    def recompute(self, stage: str, question_id: str) -> bool:
+        """True when a reprocess asks for this stage to be computed afresh, cached or not."""
+        return self.spec is not None and not self.spec.reused(stage, question_id)
+
+
+class PageCache:
+    """URL -> the last successful fetch (content hash and headers), shared by runs and processes."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, fetched_at REAL, record TEXT)")
+        self._lock = threading.Lock()
+
+    def get(self, url: str, max_age_hours: float) -> PageRecord | None:
+        with self._lock:
+            row = self._db.execute("SELECT fetched_at, record FROM pages WHERE url = ?", (url,)).fetchone()
+        if row is None or time.time() - row[0] > max_age_hours * 3600:
+            return None
+        fields = json.loads(row[1])
+        return PageRecord(**fields)
+
+    def put(self, record: PageRecord) -> None:
+        if not record.ok or not record.content_sha256:
+            return
+        keep = {k: getattr(record, k) for k in ("url", "final_url", "fetcher", "kind", "http_status",
+                                                "content_type", "content_sha256", "n_bytes", "title")}
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO pages (url, fetched_at, record) VALUES (?, ?, ?)",
+                             (record.url, time.time(), json.dumps(keep)))
