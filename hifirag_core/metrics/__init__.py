@@ -1,0 +1,1 @@
+"""Evaluation metrics: retrieval metrics (``retrieval``) and bootstrap intervals (``bootstrap``)."""
