@@ -60,12 +60,11 @@ class SourceRules:
         for rule in self.path_rules:
             if rule.host is not None and _under(host, rule.host) and rule.pattern.search(path):
                 return rule.source_type
-        best: tuple[int, str] | None = None
-        for domain, source_type in self.hosts.items():
-            if _under(host, domain) and (best is None or len(domain) > best[0]):
-                best = (len(domain), source_type)
-        if best is not None:
-            return best[1]
+        labels = host.split(".")
+        for start in range(len(labels)):  # the host itself first, then each parent: longest match wins
+            listed = self.hosts.get(".".join(labels[start:]))
+            if listed is not None:
+                return listed
         for suffix, source_type in self.suffixes:
             if host.endswith(suffix) or host == suffix[1:]:  # gov.uk itself, not only *.gov.uk
                 return source_type
