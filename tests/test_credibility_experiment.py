@@ -14,6 +14,7 @@ from hifirag_core.credibility.experiment import (
     build_reranker,
     candidate_pools,
     embed_experiment,
+    pool_statistics,
     run_experiment,
     run_system,
 )
@@ -89,6 +90,10 @@ def test_the_steps_run_separately_and_scale_zero_equals_similarity() -> None:
     flat = run_system("prior", corpus, reranker, pools, config, priors=scale_spread(DEFAULT_PRIORS, 0.0))
     for a, b in zip(similarity.rankings, flat.rankings, strict=True):
         assert a.doc_ids.tolist() == b.doc_ids.tolist()
+    stats = pool_statistics(corpus, reranker, pools, config)
+    gold_hits = [corpus.doc_index[q.gold_doc_id] in row for q, row in zip(corpus.queries, pools[1], strict=True)]
+    assert stats["gold_in_pool"] == pytest.approx(sum(gold_hits) / len(gold_hits))
+    assert 0 < stats["adversarial_in_pool"] <= config.adversarial_per_query * config.n_queries
 
 
 def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:

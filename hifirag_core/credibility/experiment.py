@@ -216,6 +216,21 @@ def candidate_pools(reranker: CredibilityReranker, embedded: EmbeddedCorpus,
     return reranker.pool(embedded.query_vectors, config.credibility.pool_factor * config.k)
 
 
+def pool_statistics(corpus: ExperimentCorpus, reranker: CredibilityReranker, pools: tuple[np.ndarray, np.ndarray],
+                    config: CredibilityExperimentConfig) -> dict[str, float]:
+    """What the pools allow: gold page present, adversarial documents in them, too few credible ones."""
+    _, pool_ids = pools
+    priors = resolve_priors(config.credibility)
+    credible = np.array([priors[d.source_type] >= config.high_credibility_threshold for d in corpus.docs])
+    adversarial = np.array([d.adversarial for d in corpus.docs])
+    gold = [corpus.doc_index[q.gold_doc_id] for q in corpus.queries]
+    return {
+        "gold_in_pool": float(np.mean([g in row for g, row in zip(gold, pool_ids, strict=True)])),
+        "adversarial_in_pool": float(adversarial[pool_ids].sum(axis=1).mean()),
+        "pool_short_of_high": float((credible[pool_ids].sum(axis=1) < config.k).mean()),
+    }
+
+
 def run_system(name: str, corpus: ExperimentCorpus, reranker: CredibilityReranker, pools: tuple[np.ndarray, np.ndarray],
                config: CredibilityExperimentConfig, priors: Mapping[str, float] | None = None) -> SystemRun:
     """Step 4 for one system: rank every query's pool (sequentially, with the update if it has one)."""
@@ -390,7 +405,8 @@ def run_experiment(config: CredibilityExperimentConfig, out_dir: Path, embedder:
     weights = weight_records(runs, experiment_id)
     lap("score")
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary_path, plot_path = write_report(out_dir, config, corpus, embedded, summary, sweep, runs, experiment_id)
+    summary_path, plot_path = write_report(out_dir, config, corpus, embedded, summary, sweep, runs, experiment_id,
+                                           pool_statistics(corpus, reranker, pools, config))
     lap("report")
     records: dict[str, list[Record]] = {
         CredibilityDocRecord.TABLE: list(doc_records(corpus, experiment_id)),
@@ -467,6 +483,7 @@ __all__ = [
     "build_experiment_corpus",
     "build_reranker",
     "candidate_pools",
+    "pool_statistics",
     "corpus_counts",
     "embed_experiment",
     "run_experiment",

@@ -111,15 +111,21 @@ def _weights_section(runs: Mapping[str, SystemRun], present: Sequence[str]) -> l
     for run in runs.values():
         if not run.weight_history:
             continue
-        first, last = run.weight_history[0], run.weight_history[-1]
-        step = converged_at(run.weight_history, present)
-        lines.append(f"**{system_label(run.name)}**: weights after {len(run.weight_history) - 1} queries "
-                     f"(converged at query {step if step is not None else 'never'}; the paper's criterion, mean "
-                     f"|change| over the last 3 queries < 0.01, averaged over the types present in the corpus):")
+        history = run.weight_history
+        first, last = history[0], history[-1]
+        step = converged_at(history, present)
+        lines.append(f"**{system_label(run.name)}**: weights after {len(history) - 1} queries. The paper's "
+                     "convergence criterion (mean |change| over the last 3 queries < 0.01, averaged here over the "
+                     f"types present in the corpus) holds from query {step if step is not None else 'never'}; one "
+                     "query moves a weight by at most eta x 0.5 = 0.025, so that criterion says little, and the "
+                     "last column shows when each weight stopped moving.")
         lines.append("")
-        lines.append("| source type | initial | final |")
-        lines.append("|---|---|---|")
-        lines.extend(f"| {t} | {first[t]:.3f} | {last[t]:.3f} |" for t in SOURCE_TYPES if t in present)
+        lines.append("| source type | initial | final | final value from query |")
+        lines.append("|---|---|---|---|")
+        for t in SOURCE_TYPES:
+            if t in present:
+                settled = next(i for i in range(len(history)) if all(h[t] == last[t] for h in history[i:]))
+                lines.append(f"| {t} | {first[t]:.3f} | {last[t]:.3f} | {settled} |")
         lines.append("")
     return lines
 
@@ -165,7 +171,7 @@ def _precision_ceiling(corpus: ExperimentCorpus, scheme: str, k: int) -> float:
 def write_report(out_dir: Path, config: CredibilityExperimentConfig, corpus: ExperimentCorpus,
                  embedded: EmbeddedCorpus, summary: Sequence[CredibilitySummaryRecord],
                  sweep: Sequence[CredibilitySweepRecord], runs: Mapping[str, SystemRun],
-                 experiment_id: str) -> tuple[Path, Path]:
+                 experiment_id: str, pool_stats: Mapping[str, float] | None = None) -> tuple[Path, Path]:
     """Write ``credibility_summary.md`` and ``credibility_sensitivity.png`` into ``out_dir``."""
     from hifirag_core.credibility.experiment import (
         BASELINE,
@@ -229,6 +235,12 @@ def write_report(out_dir: Path, config: CredibilityExperimentConfig, corpus: Exp
            if embedded.encoded is not None else "."),
         f"- Intervals: {config.confidence:.0%} percentile bootstrap over queries, {config.bootstrap_resamples:,} "
         f"resamples, seed {config.bootstrap_seed}; differences are paired against the baseline.",
+        *([f"- The pool of {config.credibility.pool_factor * k} holds the gold page for "
+           f"{pool_stats['gold_in_pool']:.1%} of queries, {pool_stats['adversarial_in_pool']:.2f} adversarial "
+           f"documents on average, and fewer than {k} documents of a type with prior >= "
+           f"{config.high_credibility_threshold:.2f} for {pool_stats['pool_short_of_high']:.1%} of queries: there "
+           "the top k must include lower-credibility documents whatever the weights (the prior only reorders "
+           "the pool)."] if pool_stats else []),
         "- Relevant documents per query (mean): "
         + "; ".join(f"{s} labels {_mean_relevant(corpus, s):.2f}, so P@{k} can reach at most "
                     f"{_precision_ceiling(corpus, s, k):.3f}" for s in LABEL_SCHEMES) + ".",
