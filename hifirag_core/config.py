@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hifirag_core.hashing import stable_hash
 
@@ -171,13 +171,30 @@ class CitationConfig(Section):
     fallback: Literal["keep_all", "keep_none", "top_k"] = "keep_all"
 
 
+# The source types of the second paper; rules that assign them live in hifirag_core.credibility.
+SourceType = Literal[
+    "peer_reviewed",
+    "government",
+    "established_news",
+    "organization_report",
+    "blog",
+    "user_generated",
+    "ai_generated",
+    "unknown",
+]
+
+
 class CredibilityConfig(Section):
     """Source-aware reranking (second paper): score = similarity x prior(source type)."""
 
     enabled: bool = False
-    priors: dict[str, float] | None = None  # None: the defaults in hifirag_core.credibility
+    # None: the defaults in hifirag_core.credibility.priors; a partial dict overrides only its types
+    priors: dict[SourceType, Annotated[float, Field(ge=0.0, le=1.0)]] | None = None
     smoothing: bool = False
-    smoothing_alpha: float = 0.10
+    smoothing_alpha: float = Field(default=0.10, ge=0.0)
+    # the paper retrieves pool_factor x k candidates by similarity so the prior can reorder them
+    pool_factor: int = Field(default=3, ge=1)
+    smoothing_neighbours: int = Field(default=3, ge=1)  # |N(d)| in the one-hop smoothing
 
 
 # Requests in flight at once per provider (a "provider:model" key overrides the provider's).

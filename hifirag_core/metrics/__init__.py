@@ -1,1 +1,1 @@
-"""Evaluation metrics: pure functions over answers, references and rankings."""
+"""Evaluation metrics: retrieval metrics (``retrieval``) and bootstrap intervals (``bootstrap``)."""
