@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -57,6 +58,19 @@ class QuestionResult:
         return next((o for o in self.outputs if o.stage == "answer"), None)
 
 
+def _task_options(stage: str, rt: Runtime) -> dict:
+    """Live search results and crawled pages age: their cached results expire (the local corpus's never do).
+
+    The age is part of these stages' cache keys too, so a shorter age takes effect at once rather than
+    when the results stored under the old one expire.
+    """
+    if stage == "search" and rt.cfg.backends.search != "local":
+        return {"cache_expiration": timedelta(hours=rt.cfg.search.max_age_hours)}
+    if stage == "fetch" and rt.cfg.backends.fetch != "local":
+        return {"cache_expiration": timedelta(hours=rt.cfg.fetch.max_age_hours)}
+    return {}
+
+
 class _StageRunner:
     """Runs one question's stage tasks in order.
 
@@ -84,8 +98,11 @@ class _StageRunner:
             # the same key the task's cache policy computes, kept in the ledger
             inputs = {name: value for name, value in params.items() if name != "rt"}
             key = stages.cache_key(stage, {"question": self.question, **inputs}, self.rt)
+            options = _task_options(stage, self.rt)
             if self.reuse.recompute(stage, self.question.id):  # a reprocess recomputes, cached or not
-                stage_task = stage_task.with_options(refresh_cache=True)
+                options["refresh_cache"] = True
+            if options:
+                stage_task = stage_task.with_options(**options)
             state = stage_task(question=self.question, **params, return_state=True)
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"

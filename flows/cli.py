@@ -24,6 +24,8 @@ from hifirag_core.corpus.store import CorpusError
 from hifirag_core.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.runs import data_root as resolve_data_root
+from hifirag_core.stages import STAGE_NAMES
+from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError
 
 app = typer.Typer(
@@ -68,6 +70,10 @@ def _setup(data_root: Path | None) -> Path:
 def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
+                                                  "sharing every stage they have in common.")] = None,
+    evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
+                                                       "pages, so the evidence is identical.")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id [default: derived from questions + config, so a rerun resumes].")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,
@@ -90,9 +96,23 @@ def run(
         field_map = dict(pair.split("=", 1) for pair in fields.split(",")) if fields else None
     except ValueError:
         _fail(ValueError(f"--fields {fields!r}: expected name=field pairs separated by commas"))
+    if variants:
+        names = [v.strip() for v in variants.split(",") if v.strip()]
+        if run_id:
+            _fail(ValueError("--run-id names one run; with --variants each variant gets its own"))
+        for name in names:  # check every name before the first run starts
+            try:
+                variant_overrides(name)
+            except ConfigError as exc:
+                _fail(exc)
+        for name in names:
+            _print_summary(_run_flow(questions, variant=name, run_id=None, limit=limit, sample=sample,
+                                     ids=ids.split(",") if ids else None, overrides=overrides,
+                                     data_root=data_root, fields=field_map, evidence_from=evidence_from))
+        return
     summary = _run_flow(questions, variant=variant, run_id=run_id, limit=limit, sample=sample,
                         ids=ids.split(",") if ids else None, overrides=overrides, data_root=data_root,
-                        fields=field_map)
+                        fields=field_map, evidence_from=evidence_from)
     _print_summary(summary)
 
 
@@ -103,15 +123,21 @@ def _run_flow(questions: Path, *, data_root: Path | None, **kwargs) -> dict:
     try:  # validate the input before Prefect starts, so a bad file fails fast and writes nothing
         plan_run(questions, variant=kwargs["variant"], overrides=kwargs["overrides"], run_id=kwargs["run_id"],
                  limit=kwargs["limit"], sample=kwargs["sample"], ids=kwargs["ids"], root=root,
-                 fields=kwargs.get("fields"))
+                 fields=kwargs.get("fields"), evidence_from=kwargs.get("evidence_from"))
     except EXPECTED as exc:
         _fail(exc)
     from flows.answer import answer_questions
+
+    return _in_prefect(root, answer_questions, questions=str(questions), data_root=str(root), **kwargs)
+
+
+def _in_prefect(root: Path, flow_fn, **params) -> dict:
+    """Call a flow with its stage cache under ``root``, turning expected errors into clear exits."""
     from flows.environment import stage_cache_at
 
     try:
         with stage_cache_at(root):
-            return answer_questions(questions=str(questions), data_root=str(root), **kwargs)
+            return flow_fn(**params)
     except EXPECTED as exc:
         _fail(exc)
     raise AssertionError("unreachable")
@@ -147,7 +173,7 @@ def demo(
         _fail(CorpusError(f"{faq} is missing: the demo needs ../shared/data (or set HIFIRAG_SHARED_DATA)"))
     overrides = [f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}"]
     summary = _run_flow(faq, variant="final", run_id=None, limit=None, sample=questions, ids=None,
-                        overrides=overrides, data_root=data_root, fields=None)
+                        overrides=overrides, data_root=data_root, fields=None, evidence_from=None)
     warehouse = Warehouse(Path(summary["data_root"]))
     _print_answers(warehouse, summary["run_id"])
     _print_summary(summary)
@@ -275,6 +301,67 @@ def variants() -> None:
     table = Table("variant", "overrides")
     for name, overrides in VARIANTS.items():
         table.add_row(name, json.dumps(overrides) if overrides else "(the defaults)")
+    console.print(table)
+
+
+@app.command()
+def reprocess(
+    run_id: Annotated[str, typer.Argument(help="The run to derive from.")],
+    from_stage: Annotated[str, typer.Option("--from", help=f"First stage to recompute: {', '.join(STAGE_NAMES)}.")],
+    questions: Annotated[str | None, typer.Option(help="Comma-separated question ids [default: all].")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
+    new_run_id: Annotated[str | None, typer.Option(help="Id of the new run [default: derived].")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Derive a new run from RUN_ID, recomputing from one stage on and reusing everything before it.
+
+    The questions not chosen keep all of the parent's rows, so the new run is complete in every view;
+    `hifirag runs` shows its parent.
+
+    [bold]Example[/bold]: hifirag reprocess docs_faq-final-1a2b3c4d --from section_rank --set prompts.dir=./my-prompts
+    """
+    if from_stage not in STAGE_NAMES:
+        _fail(ValueError(f"--from {from_stage!r}: choose one of {', '.join(STAGE_NAMES)}"))
+    root = _setup(data_root)
+    from hifirag_core.runs import plan_reprocess
+
+    ids = [q.strip() for q in questions.split(",") if q.strip()] if questions else None
+    try:
+        plan_reprocess(run_id, from_stage=from_stage, question_ids=ids, overrides=set_ or (), run_id=new_run_id,
+                       root=root)
+    except EXPECTED as exc:
+        _fail(exc)
+    from flows.reprocess import reprocess as reprocess_flow
+
+    summary = _in_prefect(root, reprocess_flow, run_id=run_id, from_stage=from_stage, questions=ids,
+                          overrides=set_ or [], new_run_id=new_run_id, data_root=str(root))
+    _print_summary(summary)
+
+
+@app.command()
+def funnel(
+    run_ids: Annotated[list[str], typer.Argument(help="One or more runs (for example one per variant).")],
+    data_root: DataRoot = None,
+) -> None:
+    """Where the gold evidence is lost, stage by stage, for questions whose answer has a known place.
+
+    For the FAQ set: was the gold page in the search results, kept by the URL filter, fetched, its
+    section parsed and kept by section ranking, and the page cited in the answer.
+
+    [bold]Example[/bold]: hifirag funnel docs_faq-final-1a2b3c4d docs_faq-rag-5e6f7a8b
+    """
+    warehouse = Warehouse(resolve_data_root(data_root))
+    marks = ",".join("?" * len(run_ids))
+    try:
+        result = warehouse.query(f"SELECT * FROM evidence_funnel_summary WHERE run_id IN ({marks})", run_ids)
+    except WarehouseError as exc:
+        _fail(exc)
+    if not result.rows:
+        _fail(WarehouseError("none of these runs has questions with a known gold page (the FAQ set has them)"))
+    steps = result.columns[3:]
+    table = Table("step", *[f"{r[0]}\n({r[1]}, {r[2]} q)" for r in result.rows], box=box.SIMPLE_HEAD)
+    for i, step in enumerate(steps, 3):
+        table.add_row(step.replace("_", " "), *[f"{r[i]:.1%}" for r in result.rows])
     console.print(table)
 
 

@@ -99,6 +99,7 @@ class QueryPlanConfig(Section):
 class SearchConfig(Section):
     enabled: bool = True  # False: answer without any web evidence (the paper's "no search" rows)
     results_per_query: int = 10
+    max_age_hours: float = 24.0  # a live search is asked again after this long (the local corpus never ages)
 
 
 class UrlFilterConfig(Section):
@@ -152,7 +153,8 @@ class SectionRankConfig(Section):
 class GenerationConfig(Section):
     draft_words: int = 120
     two_pass: bool = True
-    # few-shot examples for the refine pass: "auto" picks the set that belongs to the dataset
+    # few-shot examples for the refine pass: "auto" (the dataset's own set), "none", a set name
+    # from prompts/refine_examples.toml, or a JSONL file of {"question", "answer"}
     examples: str = "auto"
     # "hifirag": the paper's A.4 prompts; "raw_limit": the paper's "Baseline Q" (raw query + 200-word limit)
     prompt: Literal["hifirag", "raw_limit"] = "hifirag"
@@ -214,6 +216,13 @@ DEFAULT_PROVIDER_RPM: dict[str, float] = {
 DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005}
 
 
+class PromptsConfig(Section):
+    """Where the prompt files come from. Only a prompt's content (its hash) enters cache keys, so
+    editing one file recomputes exactly the stage that uses it."""
+
+    dir: str | None = None  # default: the project's prompts/
+
+
 class LimitsConfig(Section):
     concurrency: int = 4  # questions in flight at once
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
@@ -248,6 +257,7 @@ class PipelineConfig(Section):
     generation: GenerationConfig = GenerationConfig()
     citations: CitationConfig = CitationConfig()
     credibility: CredibilityConfig = CredibilityConfig()
+    prompts: PromptsConfig = PromptsConfig()
     limits: LimitsConfig = LimitsConfig()
 
     def to_json(self) -> str:

@@ -35,6 +35,8 @@ def example_set_names(path: Path = EXAMPLES_FILE) -> list[str]:
 def resolve_example_set(spec: str, dataset_format: str, *, path: Path = EXAMPLES_FILE,
                         data_dir: Path | None = None) -> ExampleSet:
     """``spec`` is ``auto`` (the dataset's own set, if it has one), ``none``, or a set name."""
+    if spec.endswith((".jsonl", ".json")):
+        return _examples_file(Path(spec))
     sets = tomllib.loads(path.read_text())
     if spec == "none" or (spec == "auto" and dataset_format not in sets):
         return ExampleSet("", ())
@@ -60,3 +62,22 @@ def resolve_example_set(spec: str, dataset_format: str, *, path: Path = EXAMPLES
     if missing:
         raise ExamplesError(f"example set {name!r}: ids not found in {source.name}: {missing}")
     return ExampleSet(name, tuple(found[i] for i in wanted))
+
+
+def _examples_file(path: Path) -> ExampleSet:
+    """Examples from a JSONL file: ``question``/``query``, ``answer``/``reference``, optional ``id``."""
+    if not path.exists():
+        raise ExamplesError(f"examples file {path} does not exist")
+    examples = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            question, answer = obj.get("question") or obj["query"], obj.get("answer") or obj["reference"]
+        except (json.JSONDecodeError, KeyError, AttributeError):
+            raise ExamplesError(f"{path}:{n}: expected a JSON object with question and answer") from None
+        examples.append(FewShotExample(question, answer, str(obj.get("id", obj.get("iid", f"{path.stem}:{n}")))))
+    if not examples:
+        raise ExamplesError(f"examples file {path} holds no examples")
+    return ExampleSet(path.stem, tuple(examples))

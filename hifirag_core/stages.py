@@ -104,9 +104,10 @@ STAGE_VERSIONS = {
 # The config each stage reads (and nothing else: other fields never invalidate it).
 STAGE_CONFIG = {
     "query_plan": ("query_plan", "backends.filter_llm", "models.filter"),
-    "search": ("search", "backends.search", "corpus"),
+    "search": ("search", "backends.search", "corpus"),  # search.max_age_hours: live results expire
     "url_filter": ("url_filter", "credibility", "backends.filter_llm", "models.filter"),
-    "fetch": ("fetch.max_pages", "fetch.max_bytes", "backends.fetch", "backends.reddit", "corpus"),
+    "fetch": ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit",
+              "corpus"),
     "sections": ("sectioning", "reddit"),
     "section_rank": ("section_rank", "credibility", "backends.filter_llm", "models.filter"),
     "draft": ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",

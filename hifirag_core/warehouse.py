@@ -175,12 +175,10 @@ class Warehouse:
         template = (VIEWS_DIR / "00_tables.sql").read_text()
         statements = []
         for table, cls in TABLES.items():
+            cols = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in arrow_schema(cls))
             if self._has_files(table):
-                statements.append(template.format(table=table, glob=self._glob(table)))
+                statements.append(template.format(table=table, glob=self._glob(table), columns=cols))
             else:
-                cols = ", ".join(
-                    f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in arrow_schema(cls)
-                )
                 statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} WHERE false;")
         for path in sorted(VIEWS_DIR.glob("*.sql")):
             if path.name != "00_tables.sql":

@@ -31,7 +31,7 @@ from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures b
     scrapingdog_fake,
     sleeps,
 )
-from tests.sitegen import BASE_URL, write_questions, write_site  # noqa: E402
+from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +63,27 @@ def data_root(tmp_path, site_dir) -> Path:
 @pytest.fixture
 def questions_file(tmp_path) -> Path:
     return write_questions(tmp_path / "questions.jsonl")
+
+
+@pytest.fixture
+def examples_file(tmp_path) -> Path:
+    return write_examples(tmp_path / "examples.jsonl")
+
+
+@pytest.fixture
+def run_flow(data_root, examples_file):
+    """Run the answer flow on the test site with its few-shot examples; returns the run summary."""
+    from flows.environment import stage_cache_at
+
+    def run(questions_file: Path, overrides: list[str] | None = None, **kwargs) -> dict:
+        from flows.answer import answer_questions
+
+        with stage_cache_at(data_root):
+            return answer_questions(questions=str(questions_file), data_root=str(data_root),
+                                    overrides=[f"generation.examples={examples_file}", *(overrides or [])],
+                                    **kwargs)
+
+    return run
 
 
 def pytest_collection_modifyitems(config, items):

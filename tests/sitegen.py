@@ -60,15 +60,31 @@ PAGES: dict[str, tuple[str, list[tuple[int, str, str]]]] = {
     ]),
 }
 
+# Each question also says where its answer lives (gold_url, gold_anchor), as the FAQ set does.
 QUESTIONS = [
     {"iid": "T1", "query": "How do I limit the bandwidth Tidewater uses during a sync?",
      "reference": "Use the --max-rate option, for example tidewater sync --max-rate 2M limits a sync to two "
-                  "megabytes per second."},
+                  "megabytes per second.",
+     "gold_url": BASE_URL + "sync.html", "gold_anchor": "limiting-bandwidth"},
     {"iid": "T2", "query": "What happens in Tidewater when the same file changed on both sides?",
      "reference": "The newest version wins, unless you pass --keep-both, which keeps both versions and renames "
-                  "the older one."},
+                  "the older one.",
+     "gold_url": BASE_URL + "sync.html", "gold_anchor": "conflict-resolution"},
     {"iid": "T3", "query": "Which environment variable sets the directory where Tidewater keeps its state?",
-     "reference": "TIDEWATER_HOME sets it; it defaults to ~/.local/share/tidewater."},
+     "reference": "TIDEWATER_HOME sets it; it defaults to ~/.local/share/tidewater.",
+     "gold_url": BASE_URL + "config.html", "gold_anchor": "environment-variables"},
+]
+
+
+# Few-shot examples for the refine pass, in the style of the gold answers (not among the questions).
+EXAMPLES = [
+    {"id": "E1", "question": "How do I check that Tidewater is installed correctly?",
+     "answer": "Run tidewater doctor. It checks the libyaml library, the configuration file and the network, "
+               "then prints a report."},
+    {"id": "E2", "question": "Does Tidewater copy files whose modification time changed?",
+     "answer": "Only if their content changed: Tidewater compares SHA-256 checksums, not modification times."},
+    {"id": "E3", "question": "Where does Tidewater read its settings from?",
+     "answer": "From .tidewater.toml in your home directory; every setting has a default."},
 ]
 
 
@@ -101,4 +117,9 @@ def write_site(folder: Path) -> Path:
 
 def write_questions(path: Path, questions: list[dict] | None = None) -> Path:
     path.write_text("".join(json.dumps(q) + "\n" for q in (questions or QUESTIONS)), encoding="utf-8")
+    return path
+
+
+def write_examples(path: Path) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES), encoding="utf-8")
     return path

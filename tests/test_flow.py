@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from flows.environment import stage_cache_at
 from hifirag_core.questions import InputError
 from hifirag_core.warehouse import Warehouse
 
@@ -16,15 +15,8 @@ STAGE_TABLES = ("query_plans", "search_results", "url_decisions", "pages", "sect
                 "drafts", "citations", "answers", "stage_runs")
 
 
-def _run(questions_file, data_root, **kwargs):
-    from flows.answer import answer_questions
-
-    with stage_cache_at(data_root):
-        return answer_questions(questions=str(questions_file), data_root=str(data_root), **kwargs)
-
-
-def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file, data_root):
-    first = _run(questions_file, data_root)
+def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file, data_root, run_flow):
+    first = run_flow(questions_file)
     w = Warehouse(data_root)
     run_id = first["run_id"]
     assert first["status"] == "finished" and first["n_answered"] == 3
@@ -40,7 +32,7 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     assert junk == 0
     counts = {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0] for t in STAGE_TABLES}
 
-    second = _run(questions_file, data_root)
+    second = run_flow(questions_file)
     assert second["run_id"] == run_id  # the same questions and config: the same run
     assert second["stage_computations"] == 0 and second["cache_hits"] == 30
     assert {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0]
@@ -52,9 +44,9 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     assert status == "finished"
 
 
-def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(questions_file, data_root):
-    _run(questions_file, data_root)
-    changed = _run(questions_file, data_root, overrides=["section_rank.max_sections_total=2"])
+def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(questions_file, data_root, run_flow):
+    run_flow(questions_file)
+    changed = run_flow(questions_file, overrides=["section_rank.max_sections_total=2"])
     w = Warehouse(data_root)
     rows = dict(w.query("SELECT stage, bool_or(NOT cached) FROM stage_runs WHERE run_id = ? GROUP BY stage",
                         [changed["run_id"]]).rows)
@@ -62,7 +54,7 @@ def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(q
     assert rows["section_rank"]
 
 
-def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, monkeypatch):
+def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, run_flow, monkeypatch):
     from hifirag_core.backends.base import TransientError
     from hifirag_core.backends.offline import LocalFetcher
     from tasks import fetch
@@ -72,7 +64,7 @@ def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file
 
     monkeypatch.setattr(LocalFetcher, "fetch", broken)
     monkeypatch.setattr(fetch.fetch_pages, "retry_delay_seconds", [0, 0])
-    summary = _run(questions_file, data_root)
+    summary = run_flow(questions_file)
     assert summary["status"] == "partial" and summary["n_failed"] == 3
     w = Warehouse(data_root)
     rows = w.query("SELECT status, error FROM stage_runs WHERE run_id = ? AND stage = 'fetch'",
@@ -82,9 +74,9 @@ def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file
     assert all(s == "no_answer" and t is None for s, t in answers)  # no error text posing as an answer
 
 
-def test_bad_input_fails_before_anything_is_written(tmp_path, data_root):
+def test_bad_input_fails_before_anything_is_written(tmp_path, data_root, run_flow):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"query": "fine", "iid": "A"}) + "\n{broken\n")
     with pytest.raises(InputError, match="line 2"):
-        _run(bad, data_root)
+        run_flow(bad)
     assert not (data_root / "tables").exists()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from flows.environment import stage_cache_at
 from hifirag_core.backends.offline import LocalSearch
 from hifirag_core.runtime import open_corpus
 from hifirag_core.warehouse import Warehouse
@@ -30,16 +29,9 @@ def web(data_root):
         yield fakes
 
 
-def _run(questions_file, data_root, overrides):
-    from flows.answer import answer_questions
-
-    with stage_cache_at(data_root):
-        return answer_questions(questions=str(questions_file), data_root=str(data_root), overrides=overrides)
-
-
-def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questions_file, data_root):
+def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questions_file, data_root, run_flow):
     overrides = web.config_overrides_pairs(llm="gemini", search="google", fetch="scrapingdog")
-    summary = _run(questions_file, data_root, overrides)
+    summary = run_flow(questions_file, overrides)
     assert summary["n_answered"] == 3, summary
     kinds = dict(web.gemini.kinds)
     assert kinds["query_plan"] == kinds["url_filter"] == kinds["draft"] == kinds["refine"] == 3
@@ -56,7 +48,7 @@ def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questi
     searches, scrapes = web.google.count(), web.scrapingdog.count()
     assert searches >= 3 and scrapes >= 3
 
-    again = _run(questions_file, data_root, overrides)
+    again = run_flow(questions_file, overrides)
     assert again["llm_calls_paid"] == 0 and again["stage_computations"] == 0
     assert dict(web.gemini.kinds) == kinds
     assert (web.google.count(), web.scrapingdog.count()) == (searches, scrapes)
@@ -64,34 +56,34 @@ def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questi
     assert reused == paid
 
 
-def test_openai_compatible_writer_with_reasoning_tags(data_root, questions_file):
+def test_openai_compatible_writer_with_reasoning_tags(data_root, questions_file, run_flow):
     corpus = open_corpus(data_root, "docs")
     search = LocalSearch(corpus.index())
     with fake_services(search=lambda q, n: search.search(q, num=n), openai_think=True) as fakes, \
             fakes.environment():
         overrides = [*fakes.config_overrides_pairs(llm="openai"), "backends.search=local", "backends.fetch=local",
                      "models.filter=local-small", "models.writer=local-large"]
-        summary = _run(questions_file, data_root, overrides)
+        summary = run_flow(questions_file, overrides)
         assert summary["n_answered"] == 3
         texts = Warehouse(data_root).query("SELECT text FROM answers WHERE run_id = ?", [summary["run_id"]]).rows
         assert all("<think>" not in t for (t,) in texts)
         assert fakes.openai.count() > 0
 
 
-def test_a_missing_key_names_the_variable_before_anything_runs(data_root, questions_file, monkeypatch):
+def test_a_missing_key_names_the_variable_before_anything_runs(data_root, questions_file, run_flow, monkeypatch):
     from hifirag_core.backends.base import MissingSecretError
 
     for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(MissingSecretError, match="GEMINI_API_KEY"):
-        _run(questions_file, data_root, ["backends.writer_llm=gemini"])
+        run_flow(questions_file, ["backends.writer_llm=gemini"])
     assert not (data_root / "tables").exists()
 
 
-def test_a_spent_budget_stops_paying_and_the_run_finishes_and_says_so(web, questions_file, data_root):
+def test_a_spent_budget_stops_paying_and_the_run_finishes_and_says_so(web, questions_file, data_root, run_flow):
     overrides = [*web.config_overrides_pairs(llm="gemini", search="google", fetch="scrapingdog"),
                  "limits.budget_usd=0.0001", "limits.concurrency=1"]
-    summary = _run(questions_file, data_root, overrides)
+    summary = run_flow(questions_file, overrides)
     assert any("budget was spent" in note for note in summary["notes"])
     w = Warehouse(data_root)
     statuses = dict(w.query("SELECT status, count(*) FROM llm_calls WHERE run_id = ? GROUP BY status",

@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
@@ -107,7 +108,7 @@ def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     keeps the first k candidates in their input order.
     """
     chat = build_chat_model("filter", cfg, guards=guards, env=env)
-    return LLMFilterModel(chat, prompts or PromptSet.load(), url_fallback=cfg.url_filter.fallback,
+    return LLMFilterModel(chat, prompts or _prompts(cfg), url_fallback=cfg.url_filter.fallback,
                           section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
                           scorer=scorer)
 
@@ -116,7 +117,11 @@ def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
                        env: Mapping[str, str] | None = None) -> LLMWriterModel:
     """The strong model's two passes (A.4), or Baseline Q when ``generation.prompt=raw_limit``."""
     chat = build_chat_model("writer", cfg, guards=guards, env=env)
-    return LLMWriterModel(chat, prompts or PromptSet.load(), draft_prompt=cfg.generation.prompt)
+    return LLMWriterModel(chat, prompts or _prompts(cfg), draft_prompt=cfg.generation.prompt)
+
+
+def _prompts(cfg: PipelineConfig) -> PromptSet:
+    return PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None)
 
 
 def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,

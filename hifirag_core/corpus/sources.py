@@ -105,7 +105,13 @@ FAQ_PAGE_PATTERNS: tuple[str, ...] = (
 
 
 def gold_location(meta: dict) -> tuple[str | None, str | None]:
-    """The page URL and section anchor a FAQ question's answer comes from (``corpus``/``page``/``anchor``)."""
+    """The page URL and section anchor a question's answer comes from, when the data says.
+
+    Any question file may give ``gold_url`` (and ``gold_anchor``); the FAQ set gives its
+    ``corpus``, ``page`` and ``anchor``, which map to the page's real URL.
+    """
+    if meta.get("gold_url"):
+        return str(meta["gold_url"]), meta.get("gold_anchor") or None
     site = SITES.get(str(meta.get("corpus", "")))
     if site is None or not meta.get("page"):
         return None, None
