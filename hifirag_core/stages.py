@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
@@ -36,6 +38,7 @@ from hifirag_core.backends.base import (
 )
 from hifirag_core.backends.offline import strip_markers
 from hifirag_core.config import GenerationConfig
+from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -54,7 +57,7 @@ from hifirag_core.records import (
     content_row,
     utcnow,
 )
-from hifirag_core.retrieval import bm25_scores
+from hifirag_core.retrieval import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.text import split_sentences, word_count
 
@@ -98,8 +101,8 @@ class StageOutput:
 
 # Bump a stage's version when its code changes what it outputs.
 STAGE_VERSIONS = {
-    "query_plan": 1, "search": 1, "url_filter": 1, "fetch": 1, "sections": 1,
-    "section_rank": 1, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
+    "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": 1,
+    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
 }
 # The config each stage reads (and nothing else: other fields never invalidate it).
 STAGE_CONFIG = {
@@ -277,11 +280,25 @@ def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
     return merged
 
 
+def _similarities(question: str, texts: list[str], scores: list[float] | None, rt: Runtime) -> list[float]:
+    """The decision's own relevance scores, or (for an LLM's list) MiniLM cosine to the question."""
+    if scores is not None:
+        return list(scores)
+    return [float(x) for x in rt.embedder.encode(texts) @ rt.embedder.encode_one(question)] if texts else []
+
+
 def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageOutput:
+    """Keep the URLs worth reading; with the credibility prior, order them by similarity x prior.
+
+    Every row carries its source type and prior (and, with the prior on, its final score), so
+    runs with and without the prior compare row by row.
+    """
     hits = _merged_hits(results)
     if not hits:
         return StageOutput("url_filter", [], status="no_results" if results.status == OK else results.status)
     cfg = rt.cfg.url_filter
+    cred = rt.cfg.credibility
+    texts = [f"{h.title or ''}. {h.snippet or ''}" for h in hits]
     if not cfg.enabled:
         kept, scores, method, calls = list(range(min(len(hits), cfg.max_urls))), None, "off", []
         status, error = OK, None
@@ -290,12 +307,23 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
         decision = rt.filter_model.select_urls(question.query, candidates, max_urls=cfg.max_urls)
         kept, scores, method, calls = decision.value, decision.scores, decision.method, decision.calls
         status, error = decision.status, decision.error
+    sims = _similarities(question.query, texts, scores, rt) if cred.enabled else scores
+    priors = score_with_prior([h.url or "" for h in hits], sims or [0.0] * len(hits), cred,
+                              vectors=rt.embedder.encode(texts) if cred.enabled and cred.smoothing else None)
+    if cred.enabled:
+        final = np.array([p.final_score for p in priors], dtype=np.float32)
+        if scores is not None and cfg.enabled:  # a scoring method: choose again on the weighted scores
+            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=cfg.max_urls)
+        else:  # a model's list: keep its choice, in the order of the weighted similarity
+            kept = sorted(kept, key=lambda i: -final[i])
+        method = f"{method}+prior"
     order = {idx: pos for pos, idx in enumerate(kept, 1)}
     records: list[Record] = [
-        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet, search_rank=rank, kept=i in order,
+        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet, search_rank=i + 1, kept=i in order,
                           order=order.get(i), score=scores[i] if scores else None, method=method,
-                          status=status, error=error)
-        for i, (rank, h) in enumerate(zip(range(1, len(hits) + 1), hits, strict=True))
+                          source_type=priors[i].source_type, prior=priors[i].prior,
+                          final_score=priors[i].final_score if cred.enabled else None, status=status, error=error)
+        for i, h in enumerate(hits)
     ]
     return StageOutput("url_filter", records, _stamp(calls, "url_filter"), status=status, error=error)
 
@@ -393,13 +421,20 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
         judged = [f.result() for f in futures]
     records: list[SectionDecisionRecord] = []
     calls: list[LLMCallRecord] = []
+    cred = rt.cfg.credibility
     for (page, secs), (previews, decision) in zip(work, judged, strict=True):
         calls.extend(decision.calls)
         rank = {idx: pos for pos, idx in enumerate(decision.value, 1)}
+        texts = [p.preview for p in previews]
+        sims = _similarities(question.query, texts, decision.scores, rt) if cred.enabled else decision.scores
+        priors = score_with_prior([page.url] * len(secs), sims or [0.0] * len(secs), cred)
         records.extend(
             SectionDecisionRecord(url=page.url, section_id=s.section_id, source_order=page.order, heading=s.heading,
                                   preview=p.preview, kept=i in rank, rank=rank.get(i),
-                                  score=decision.scores[i] if decision.scores else None, method=decision.method)
+                                  score=decision.scores[i] if decision.scores else None,
+                                  method=decision.method + ("+prior" if cred.enabled else ""),
+                                  source_type=priors[i].source_type, prior=priors[i].prior,
+                                  final_score=priors[i].final_score if cred.enabled else None)
             for i, (s, p) in enumerate(zip(secs, previews, strict=True))
         )
     _cap_total(records, cfg.max_sections_total if cfg.enabled else None)
@@ -409,11 +444,13 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
 
 
 def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
-    """Keep at most ``limit`` sections over all pages: the best scores, else page order then rank."""
+    """Keep at most ``limit`` sections over all pages: the best (weighted) scores, else page order then rank."""
     kept = [r for r in records if r.kept]
     if limit is None or len(kept) <= limit:
         return
-    if all(r.score is not None for r in kept):
+    if all(r.final_score is not None for r in kept):  # the credibility prior is on
+        kept.sort(key=lambda r: -(r.final_score or 0.0))
+    elif all(r.score is not None for r in kept):
         kept.sort(key=lambda r: -(r.score or 0.0))
     else:
         kept.sort(key=lambda r: (r.rank or 0, r.source_order))

@@ -172,6 +172,8 @@ class Warehouse:
 
     def view_statements(self) -> list[str]:
         """CREATE VIEW statements: one per stage table, then the SQL files in warehouse/views."""
+        import hifirag_core.credibility.records  # noqa: F401  (registers the experiment's tables)
+
         template = (VIEWS_DIR / "00_tables.sql").read_text()
         statements = []
         for table, cls in TABLES.items():
