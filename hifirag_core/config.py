@@ -86,6 +86,8 @@ class FetchConfig(Section):
 class SectioningConfig(Section):
     max_section_chars: int = 4000  # longer sections are split at paragraph boundaries
     min_section_chars: int = 1
+    # larger pages get status "too_large" without being parsed: bounded time and memory per page
+    max_html_bytes: int = 10_000_000
 
 
 class RedditConfig(Section):

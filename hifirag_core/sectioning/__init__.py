@@ -1,0 +1,89 @@
+"""HTML pages into heading-scoped Markdown sections (the paper's h1-h4 tree), boilerplate out.
+
+``parse_sections`` never raises on page content: a page it cannot read comes back with a status
+(``empty``, ``binary``, ``too_large``, ``no_text``, ``parse_error``) and no sections.
+"""
+
+from __future__ import annotations
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from hifirag_core.config import SectioningConfig
+from hifirag_core.sectioning import rules
+from hifirag_core.sectioning.boilerplate import (
+    PSEUDO_HEADINGS_CSS,
+    PSEUDO_TITLE_CSS,
+    content_root,
+    prune_edges,
+    remove_boilerplate,
+)
+from hifirag_core.sectioning.decoding import decode_html
+from hifirag_core.sectioning.markdown import bold_lines, mark_inline, walk
+from hifirag_core.sectioning.outline import build_sections
+from hifirag_core.sectioning.tree import format_section_tree
+from hifirag_core.sectioning.types import ParsedPage, ParsedSection
+from hifirag_core.text import normalize_ws
+
+__all__ = ["ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]
+
+def _title(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("title")
+    if node is None:
+        return None
+    return normalize_ws(node.text()) or None
+
+
+def _pseudo_headings(root: LexborNode) -> dict[int, tuple[int, str]]:
+    """Elements that act as headings without an h tag: role=heading, class="h2", page-title blocks."""
+    found: dict[int, tuple[int, str]] = {}
+    for node in root.css(PSEUDO_HEADINGS_CSS):
+        if node.tag in rules.HEADING_TAGS:
+            continue
+        attrs = node.attributes
+        if node.css_matches(PSEUDO_TITLE_CSS):
+            found[node.mem_id] = (1, "title")
+            continue
+        aria = (attrs.get("aria-level") or "").strip()
+        if (attrs.get("role") or "").lower() == "heading":
+            level = int(aria) if aria.isdigit() else 2
+        else:
+            classes = (attrs.get("class") or "").lower().split()
+            level = min((rules.PSEUDO_HEADING_CLASS_LEVELS[c] for c in classes
+                         if c in rules.PSEUDO_HEADING_CLASS_LEVELS), default=0)
+        if 1 <= level <= 6:
+            found[node.mem_id] = (level, "pseudo")
+    return found
+
+
+def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
+                   config: SectioningConfig = SectioningConfig()) -> ParsedPage:
+    """Sections of one page in order: heading path, anchor, Markdown text, counts and a stable id."""
+    data = html.encode("utf-8") if isinstance(html, str) else bytes(html)
+    if len(data) > config.max_html_bytes:
+        return ParsedPage(url, None, (), "too_large",
+                          f"{len(data)} bytes is over sectioning.max_html_bytes={config.max_html_bytes}")
+    decoded = decode_html(data, encoding if not isinstance(html, str) else "utf-8")
+    if decoded.status != "ok" or decoded.text is None:
+        return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
+    try:
+        tree = LexborHTMLParser(decoded.text)
+        title = _title(tree)
+        remove_boilerplate(tree)
+        root = content_root(tree)
+        if root is None:
+            return ParsedPage(url, title, (), "no_text", "the page has no body", decoded.encoding)
+        prune_edges(root)
+        pseudo = _pseudo_headings(root)
+        # bold lines are headings only on a page that has no heading of any other kind
+        bold = bold_lines(root) if not pseudo and root.css_first("h1, h2, h3, h4") is None else {}
+        mark_inline(root)
+        events = walk(root, pseudo, bold)
+        sections = build_sections(events, url, max_chars=config.max_section_chars,
+                                  min_chars=config.min_section_chars)
+    except Exception as exc:  # a parser or renderer failure on one page must not end a batch run
+        return ParsedPage(url, None, (), "parse_error", f"{type(exc).__name__}: {exc}", decoded.encoding)
+    if not sections:
+        return ParsedPage(url, title, (), "no_text", "no text outside the page's boilerplate", decoded.encoding)
+    if title is None:
+        title = next((s.heading for s in sections if s.heading), None)
+    return ParsedPage(url, title, tuple(sections), "ok", None, decoded.encoding)

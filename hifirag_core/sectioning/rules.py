@@ -1,0 +1,129 @@
+"""The sectioning rules as data: what is chrome, where content lives, what counts as a heading.
+
+Nothing here names a site. Every rule is a structural convention of HTML (tags, ARIA roles) or a
+class/id naming convention that many sites and generators share; ``boilerplate.py`` compiles the
+class/id rules into CSS selectors once, so matching runs inside the HTML parser, not in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """A class/id naming convention.
+
+    ``token``: the exact word; ``part``: the word or a -/_ piece of one; ``suffix``: the word or the
+    last -/_ piece of one (``page-toc`` but not ``toc-backref``); ``substring``: anywhere.
+    """
+
+    name: str
+    mode: str = "part"
+    attrs: tuple[str, ...] = ("class", "id")
+
+
+# Elements whose content is never text a reader sees: dropped before anything else.
+INVISIBLE_TAGS: tuple[str, ...] = (
+    "head", "script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
+    "embed", "video", "audio", "map", "button", "select", "option", "input", "textarea", "label",
+    "dialog",
+)
+
+# Chrome blocks: removed wherever they are, and the block that held them is removed too when what
+# is left of it is a few words with no heading (a logo line, a tagline beside a menu).
+CHROME_TAGS: tuple[str, ...] = ("nav",)
+CHROME_ROLES: tuple[str, ...] = (
+    "navigation", "search", "banner", "contentinfo", "menu", "menubar", "toolbar", "tablist",
+    "dialog", "alertdialog",
+)
+CHROME_NAMES: tuple[NameRule, ...] = (
+    NameRule("nav"), NameRule("navbar"), NameRule("navigation"), NameRule("navheader"),
+    NameRule("navfooter"), NameRule("menu"), NameRule("mainmenu"), NameRule("submenu"),
+    NameRule("searchmenu"), NameRule("searchbox"), NameRule("sidebar", "substring"),
+    NameRule("sidenav"), NameRule("toc", "suffix"), NameRule("table-of-contents", "token"), NameRule("toctree-wrapper", "token"),
+    NameRule("breadcrumb", "substring"), NameRule("breadcrumbs"), NameRule("pagination"),
+    NameRule("pager"), NameRule("related", "token"), NameRule("footer", "token"),
+    NameRule("header", "token"), NameRule("masthead"), NameRule("skip-link", "token"),
+    NameRule("skiplink"), NameRule("cookie", "substring"), NameRule("consent", "substring"),
+    NameRule("gdpr", "substring"), NameRule("share", "token"), NameRule("social", "token"),
+    NameRule("advert", "substring"), NameRule("newsletter", "substring"),
+    NameRule("mobile-nav", "token"), NameRule("sphinxsidebar"),
+)
+# Only these elements are tested against CHROME_NAMES (with a class or id): chrome is a block.
+CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "dl", "table", "form", "p")
+# Hidden and prev/next/up link blocks (rel is the HTML way to say "this link is navigation").
+CHROME_SELECTORS: tuple[str, ...] = ("[aria-hidden=true]", "[hidden]", "a[rel=prev]", "a[rel=next]")
+
+# Decorations inside content: removed alone (their parent stays, even when short).
+DECORATION_NAMES: tuple[NameRule, ...] = (
+    NameRule("headerlink", "token"), NameRule("anchorjs-link", "token"),
+    NameRule("sr-only", "token"), NameRule("visually-hidden", "token"),
+    NameRule("screen-reader-text", "token"), NameRule("copybutton", "token"),
+    NameRule("indexterm", "token"),
+)
+
+# header/footer elements are site chrome unless they sit inside the article they introduce.
+SECTIONING_CHROME_TAGS: tuple[str, ...] = ("header", "footer", "aside")
+CONTENT_CONTAINER_TAGS: frozenset[str] = frozenset({"article", "main"})
+
+# Where the main content says it is, most explicit first.
+MAIN_SELECTORS: tuple[str, ...] = ("main", '[role="main" i]', "article")
+MAIN_CSS = ", ".join(MAIN_SELECTORS)
+
+# Content-root descent: step into the child holding most of the text while its siblings hold at
+# most this share of it and no heading of their own; never more than this many steps.
+ROOT_SIBLING_SHARE = 0.25
+ROOT_MAX_STEPS = 60
+# A candidate root with less than this share of the page's text is not trusted (fall back to body).
+ROOT_MIN_SHARE = 0.2
+
+# A block that lost chrome children and keeps at most this many words (and no heading) is residue.
+RESIDUE_MAX_WORDS = 25
+
+# Blocks at the edges of the content (before the first heading, after the last text) that are
+# mostly links, or short lines of site furniture, are dropped.
+EDGE_LINK_DENSITY = 0.5
+EDGE_MAX_WORDS = 60
+EDGE_CHROME_TEXT = re.compile(
+    r"^\s*(?:this page (?:was )?last (?:modified|updated)|last (?:modified|updated)|page last"
+    r"|copyright\b|©|\(c\) \d{4}|all rights reserved|powered by|created using|skip to (?:main )?content"
+    r"|back to top|previous\s*(?:topic|page|\|)|next\s*(?:topic|page|\|))",
+    re.IGNORECASE,
+)
+
+HEADING_TAGS: dict[str, int] = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+MAX_LEVEL = 4  # deeper headings become bold lines inside their h4 section
+
+# Pseudo-headings: elements that act as headings without being h1-h6.
+PSEUDO_HEADING_CLASS_LEVELS: dict[str, int] = {"h1": 1, "h2": 2, "h3": 3, "h4": 4}
+# A page title written as a styled block; the real headings under it move one level down.
+PSEUDO_TITLE_NAMES: tuple[NameRule, ...] = (
+    NameRule("fancy_title", "token", ("class",)), NameRule("page-title", "token", ("class",)),
+    NameRule("pagetitle", "token", ("class",)), NameRule("doc-title", "token", ("class",)),
+    NameRule("document-title", "token", ("class",)), NameRule("entry-title", "token", ("class",)),
+    NameRule("post-title", "token", ("class",)), NameRule("article-title", "token", ("class",)),
+)
+# A line of only bold text is a heading only on pages that have no real heading at all.
+BOLD_LINE_MAX_WORDS = 14
+HEADING_TRAILING_MARKS = "¶#§🔗"
+
+# Tags as the Markdown renderer sees them.
+BLOCK_TAGS: frozenset[str] = frozenset({
+    "p", "pre", "ul", "ol", "dl", "table", "blockquote", "hr", "figure", "figcaption", "address",
+    "details", "summary", "caption", "center", "div", "section", "article", "main", "aside",
+    "header", "footer", "li", "dt", "dd", "tr", "td", "th", "tbody", "thead", "tfoot", "form",
+    "fieldset", "legend", "body", "html", "h1", "h2", "h3", "h4", "h5", "h6", "font", "listing",
+    "xmp", "plaintext", "hgroup", "search",
+})
+CODE_TAGS: frozenset[str] = frozenset({"code", "kbd", "samp", "tt", "var"})
+STRONG_TAGS: frozenset[str] = frozenset({"strong", "b"})
+EM_TAGS: frozenset[str] = frozenset({"em", "i", "cite", "dfn"})
+SKIP_INLINE_TAGS: frozenset[str] = frozenset({"img", "wbr", "picture", "source", "track", "area"})
+PRE_TAGS: frozenset[str] = frozenset({"pre", "listing", "xmp", "plaintext"})
+LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush:?)-?([A-Za-z0-9_+#.-]+)")
+
+# Bounds that keep hostile input cheap.
+MAX_RENDER_DEPTH = 120  # deeper inline/list nesting is flattened to plain text
+MAX_TABLE_COLUMNS = 40
