@@ -6,19 +6,12 @@
 
 from __future__ import annotations
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 
 from hifirag_core.config import SectioningConfig
-from hifirag_core.sectioning import rules
-from hifirag_core.sectioning.boilerplate import (
-    PSEUDO_HEADINGS_CSS,
-    PSEUDO_TITLE_CSS,
-    content_root,
-    prune_edges,
-    remove_boilerplate,
-)
+from hifirag_core.sectioning.boilerplate import content_root, prune_edges, remove_boilerplate
 from hifirag_core.sectioning.decoding import decode_html
-from hifirag_core.sectioning.markdown import bold_lines, mark_inline, walk
+from hifirag_core.sectioning.markdown import bold_lines, walk
 from hifirag_core.sectioning.outline import build_sections
 from hifirag_core.sectioning.tree import format_section_tree
 from hifirag_core.sectioning.types import ParsedPage, ParsedSection
@@ -31,28 +24,6 @@ def _title(tree: LexborHTMLParser) -> str | None:
     if node is None:
         return None
     return normalize_ws(node.text()) or None
-
-
-def _pseudo_headings(root: LexborNode) -> dict[int, tuple[int, str]]:
-    """Elements that act as headings without an h tag: role=heading, class="h2", page-title blocks."""
-    found: dict[int, tuple[int, str]] = {}
-    for node in root.css(PSEUDO_HEADINGS_CSS):
-        if node.tag in rules.HEADING_TAGS:
-            continue
-        attrs = node.attributes
-        if node.css_matches(PSEUDO_TITLE_CSS):
-            found[node.mem_id] = (1, "title")
-            continue
-        aria = (attrs.get("aria-level") or "").strip()
-        if (attrs.get("role") or "").lower() == "heading":
-            level = int(aria) if aria.isdigit() else 2
-        else:
-            classes = (attrs.get("class") or "").lower().split()
-            level = min((rules.PSEUDO_HEADING_CLASS_LEVELS[c] for c in classes
-                         if c in rules.PSEUDO_HEADING_CLASS_LEVELS), default=0)
-        if 1 <= level <= 6:
-            found[node.mem_id] = (level, "pseudo")
-    return found
 
 
 def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
@@ -68,15 +39,14 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
     try:
         tree = LexborHTMLParser(decoded.text)
         title = _title(tree)
-        remove_boilerplate(tree)
-        root = content_root(tree)
+        scan = remove_boilerplate(tree)
+        root = content_root(tree, scan)
         if root is None:
             return ParsedPage(url, title, (), "no_text", "the page has no body", decoded.encoding)
         prune_edges(root)
-        pseudo = _pseudo_headings(root)
+        pseudo = scan.pseudo
         # bold lines are headings only on a page that has no heading of any other kind
         bold = bold_lines(root) if not pseudo and root.css_first("h1, h2, h3, h4") is None else {}
-        mark_inline(root)
         events = walk(root, pseudo, bold)
         sections = build_sections(events, url, max_chars=config.max_section_chars,
                                   min_chars=config.min_section_chars)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from hifirag_core.sectioning import rules
+from hifirag_core.sectioning.markdown import HARD_BREAK
 from hifirag_core.text import word_count
 
 _HEADINGS = "h1, h2, h3, h4, h5, h6"
@@ -24,68 +26,109 @@ _MAX_CHROME_MATCHES = 5000  # a hostile page with more chrome-looking nodes keep
 _MAX_ANCESTOR_STEPS = 400
 
 
-def _name_pattern(rule: rules.NameRule) -> str:
-    """Regex for one naming rule over a space-separated list of lower-cased class and id words."""
-    n = re.escape(rule.name)
-    if rule.mode == "substring":
-        return n
-    if rule.mode == "token":
-        return rf"(?:^|\s){n}(?=\s|$)"
-    if rule.mode == "suffix":
-        return rf"(?:^|[\s_-]){n}(?=\s|$)"
-    return rf"(?:^|[\s_-]){n}(?=[\s_-]|$)"
+class NameMatcher:
+    """Class/id naming rules as set lookups over words and their -/_ pieces (no per-rule regex)."""
+
+    def __init__(self, names: Iterable[rules.NameRule]) -> None:
+        names = list(names)
+        self.words = frozenset(r.name for r in names)  # every mode matches the exact word
+        self.parts = frozenset(r.name for r in names if r.mode == "part")
+        self.suffixes = frozenset(r.name for r in names if r.mode == "suffix")
+        self.substrings = tuple(r.name for r in names if r.mode == "substring")
+
+    def match(self, value: str) -> bool:
+        """True when a lower-cased, space-separated class/id value matches one rule."""
+        for word in value.split():
+            if word in self.words:
+                return True
+            if "-" in word or "_" in word:
+                pieces = _PIECES.split(word)
+                if pieces[-1] in self.suffixes or not self.parts.isdisjoint(pieces):
+                    return True
+        return any(sub in value for sub in self.substrings)
 
 
-def names_regex(names: Iterable[rules.NameRule]) -> re.Pattern[str]:
-    return re.compile("|".join(_name_pattern(r) for r in names))
-
-
-CHROME_NAMES_RE = names_regex(rules.CHROME_NAMES)
-DECORATION_NAMES_RE = names_regex(rules.DECORATION_NAMES)
+_PIECES = re.compile(r"[-_]")
+CHROME_NAMES = NameMatcher(rules.CHROME_NAMES)
+DECORATION_NAMES = NameMatcher(rules.DECORATION_NAMES)
+_TITLE_CLASSES = frozenset(r.name for r in rules.PSEUDO_TITLE_NAMES)
 _CHROME_ROLES = frozenset(rules.CHROME_ROLES)
 _INVISIBLE = frozenset(rules.INVISIBLE_TAGS)
 _CHROME_TAGS = frozenset(rules.CHROME_TAGS)
 _SECTIONING = frozenset(rules.SECTIONING_CHROME_TAGS)
 _CANDIDATE_TAGS = frozenset([*rules.CHROME_CANDIDATE_TAGS, *rules.SECTIONING_CHROME_TAGS])
-# The element kinds that can be chrome or decoration; inline elements other than links with rel
-# are never chrome, which keeps the thousands of highlighted-code spans out of the Python loop.
+_ID_TAGS = frozenset(rules.CHROME_ID_TAGS)
+_MAIN_TAGS = frozenset({"main", "article"})
+# One query finds every element that can be chrome, a declared main, a pseudo-heading or a <br>;
+# inline elements other than links with rel are never chrome, which keeps the thousands of
+# highlighted-code spans out of the Python loop.
 CANDIDATES_CSS = ", ".join(
-    [*rules.INVISIBLE_TAGS, *rules.CHROME_TAGS, *rules.SECTIONING_CHROME_TAGS,
-     *(f"{tag}[class], {tag}[id]" for tag in rules.CHROME_CANDIDATE_TAGS),
+    [*rules.INVISIBLE_TAGS, *rules.CHROME_TAGS, *rules.SECTIONING_CHROME_TAGS, "main", "article", "br",
+     *(f"{tag}[class]" for tag in dict.fromkeys([*rules.CHROME_CANDIDATE_TAGS, *rules.PSEUDO_HEADING_TAGS])),
+     *(f"{tag}[id]" for tag in rules.CHROME_ID_TAGS),
      "[role]", "[hidden]", "[aria-hidden]", "a[rel]",
      *(f'[class~="{r.name}"]' for r in rules.DECORATION_NAMES)]
 )
-PSEUDO_TITLE_CSS = ", ".join(
-    f'[class~="{r.name}"]' for r in rules.PSEUDO_TITLE_NAMES
-)
-PSEUDO_HEADINGS_CSS = ", ".join(
-    ['[role="heading" i]', *(f'[class~="{name}"]' for name in rules.PSEUDO_HEADING_CLASS_LEVELS),
-     PSEUDO_TITLE_CSS]
-)
+PSEUDO_TITLE_CSS = ", ".join(f'[class~="{r.name}"]' for r in rules.PSEUDO_TITLE_NAMES)
+_EDGE_KEEP_CSS = f"{_HEADINGS}, {PSEUDO_TITLE_CSS}"
 
 
-def classify(node: LexborNode) -> str | None:
-    """"invisible", "chrome", "sectioning" (header/footer/aside), "decoration" or None."""
+@dataclass
+class PageScan:
+    """What one pass over the candidates found (chrome is already removed when it returns)."""
+
+    mains: list[tuple[str, LexborNode]] = field(default_factory=list)  # ("main"|"article", node)
+    pseudo: dict[int, tuple[int, str]] = field(default_factory=dict)  # mem_id -> (level, kind)
+    removed: int = 0
+
+
+def _pseudo_level(tag: str, attrs: dict[str, str | None], classes: list[str]) -> tuple[int, str] | None:
+    if tag not in rules.PSEUDO_HEADING_TAGS and (attrs.get("role") or "").lower() != "heading":
+        return None
+    if (attrs.get("role") or "").strip().lower() == "heading":
+        aria = (attrs.get("aria-level") or "").strip()
+        return (int(aria) if aria.isdigit() and 1 <= int(aria) <= 6 else 2), "pseudo"
+    if not _TITLE_CLASSES.isdisjoint(classes):
+        return 1, "title"
+    levels = [rules.PSEUDO_HEADING_CLASS_LEVELS[c] for c in classes if c in rules.PSEUDO_HEADING_CLASS_LEVELS]
+    return (min(levels), "pseudo") if levels else None
+
+
+def classify(node: LexborNode, scan: PageScan) -> str | None:
+    """"invisible", "chrome", "sectioning" (header/footer/aside), "decoration" or None.
+
+    Records declared main content and pseudo-headings in ``scan`` on the way.
+    """
     tag = node.tag
     if tag in _INVISIBLE:
         return "invisible"
     if tag in _CHROME_TAGS:
         return "chrome"
+    if tag == "br":
+        node.insert_before(HARD_BREAK)  # before any removal: a freed node is never touched
+        return None
     attrs = node.attributes
-    role = attrs.get("role")
-    if role and role.strip().lower() in _CHROME_ROLES:
+    role = (attrs.get("role") or "").strip().lower()
+    if role in _CHROME_ROLES:
         return "chrome"
     if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
         return "chrome"
-    rel = attrs.get("rel")
-    if tag == "a" and rel and rel.strip().lower() in ("prev", "next", "previous"):
-        return "chrome"
-    names = f"{attrs.get('class') or ''} {attrs.get('id') or ''}".lower()
-    if names.strip():
-        if tag in _CANDIDATE_TAGS and CHROME_NAMES_RE.search(names):
+    if tag == "a":
+        rel = (attrs.get("rel") or "").strip().lower()
+        return "chrome" if rel in ("prev", "next", "previous") else None
+    if tag in _MAIN_TAGS or role == "main":
+        scan.mains.append(("article" if tag == "article" else "main", node))
+        return None
+    cls = (attrs.get("class") or "").lower()
+    ident = (attrs.get("id") or "").lower() if tag in _ID_TAGS else ""
+    if cls or ident:
+        if tag in _CANDIDATE_TAGS and CHROME_NAMES.match(f"{cls} {ident}"):
             return "chrome"
-        if DECORATION_NAMES_RE.search(names):
+        if DECORATION_NAMES.match(cls):
             return "decoration"
+    pseudo = _pseudo_level(tag, attrs, cls.split())
+    if pseudo is not None:
+        scan.pseudo[node.mem_id] = pseudo
     if tag in _SECTIONING:
         return "sectioning"
     return None
@@ -143,12 +186,13 @@ def _has_content_heading(node: LexborNode) -> bool:
     return False
 
 
-def remove_boilerplate(tree: LexborHTMLParser) -> int:
-    """Drop invisible elements, decorations and chrome blocks (with their residue); returns how many."""
+def remove_boilerplate(tree: LexborHTMLParser) -> PageScan:
+    """Drop invisible elements, decorations and chrome blocks (with their residue) in one pass."""
+    scan = PageScan()
     doomed: list[LexborNode] = []
     chrome_ids: set[int] = set()
     for node in tree.css(CANDIDATES_CSS):
-        kind = classify(node)
+        kind = classify(node, scan)
         if kind is None:
             continue
         if kind == "sectioning" and _inside_content_container(node):
@@ -157,6 +201,9 @@ def remove_boilerplate(tree: LexborHTMLParser) -> int:
         if kind != "decoration" and kind != "invisible":
             chrome_ids.add(node.mem_id)
     kept = list(_outermost(doomed))
+    gone = {n.mem_id for n in kept}
+    # a declared main or pseudo-heading inside removed chrome is gone with it
+    scan.mains = [(k, n) for k, n in scan.mains if not _inside_any(n, gone)]
     parents: dict[int, LexborNode] = {}
     for node in kept:
         if node.mem_id in chrome_ids:
@@ -165,7 +212,21 @@ def remove_boilerplate(tree: LexborHTMLParser) -> int:
                 parents.setdefault(parent.mem_id, parent)
     for node in kept:
         node.decompose()
-    return len(kept) + _remove_residue(parents)
+    scan.removed = len(kept) + _remove_residue(parents)
+    return scan
+
+
+def _inside_any(node: LexborNode, ids: set[int]) -> bool:
+    if not ids:
+        return False
+    current: LexborNode | None = node
+    steps = 0
+    while current is not None and steps < _MAX_ANCESTOR_STEPS:
+        if current.mem_id in ids:
+            return True
+        current = current.parent
+        steps += 1
+    return False
 
 
 def _remove_residue(parents: dict[int, LexborNode]) -> int:
@@ -198,7 +259,7 @@ def _text_len(node: LexborNode) -> int:
     return len(node.text())
 
 
-def content_root(tree: LexborHTMLParser) -> LexborNode | None:
+def content_root(tree: LexborHTMLParser, scan: PageScan) -> LexborNode | None:
     """The element that holds the main content: a declared main/article, else the text mass."""
     body = tree.body
     if body is None:
@@ -206,10 +267,8 @@ def content_root(tree: LexborHTMLParser) -> LexborNode | None:
     body_len = _text_len(body)
     if body_len == 0:
         return body
-    declared = tree.css(rules.MAIN_CSS)
-    for selector in rules.MAIN_SELECTORS:
-        found = [n for n in declared if n.css_matches(selector)] if len(declared) > 1 else (
-            declared if declared and declared[0].css_matches(selector) else [])
+    for kind in ("main", "article"):
+        found = [n for k, n in scan.mains if k == kind]
         if len(found) == 1:
             if _text_len(found[0]) >= rules.ROOT_MIN_SHARE * body_len:
                 return found[0]
@@ -221,24 +280,36 @@ def content_root(tree: LexborHTMLParser) -> LexborNode | None:
 def _descend(node: LexborNode, node_len: int) -> LexborNode:
     """Step into the child holding nearly all the text, while the siblings hold no heading."""
     for _ in range(rules.ROOT_MAX_STEPS):
-        kids = list(_element_children(node))
-        if not kids:
+        containers: list[LexborNode] = []
+        others: list[LexborNode] = []
+        loose_text = False
+        child = node.child
+        while child is not None:
+            tag = child.tag
+            if tag == "-text":
+                loose_text = loose_text or bool((child.text_content or "").strip())
+            elif tag in rules.HEADING_TAGS:
+                return node  # headings sit right here: this is the content's own level
+            elif child.is_element_node:
+                (containers if tag in rules.ROOT_CONTAINER_TAGS else others).append(child)
+            child = child.next
+        if not containers:
             return node
-        best = None
-        best_len = 0
         need = (1 - rules.ROOT_SIBLING_SHARE) * node_len
-        for kid in kids:
-            n = _text_len(kid)
-            if n > best_len:
-                best, best_len = kid, n
-            if n >= need:
-                break  # no sibling can hold more: the rest share what is left
-        if best is None or node_len == 0 or best_len < need:
-            return node
-        if best.tag in rules.HEADING_TAGS or best.tag in ("table", "ul", "ol", "dl", "pre", "p"):
-            return node  # never root the page inside a single leaf block
-        if any(k.mem_id != best.mem_id and _has_content_heading(k) for k in kids):
-            return node
+        if len(containers) == 1 and not others and not loose_text:
+            best, best_len = containers[0], node_len  # the only child: no text to measure against
+        else:
+            best, best_len = containers[0], -1
+            for kid in containers:
+                n = _text_len(kid)
+                if n > best_len:
+                    best, best_len = kid, n
+                if n >= need:
+                    break  # no sibling can hold more: the rest share what is left
+            if best_len < need:
+                return node
+            if any(k.mem_id != best.mem_id and _has_content_heading(k) for k in (*containers, *others)):
+                return node
         node, node_len = best, best_len
     return node
 
@@ -251,12 +322,12 @@ def _link_density(node: LexborNode, total: int) -> float:
 
 
 def _is_edge_chrome(node: LexborNode) -> bool:
+    if node.css_first(_EDGE_KEEP_CSS) is not None:
+        return False  # holds a heading: content, however many links it has
     text = node.text(separator=" ", strip=True)
     if not text:
         return False  # empty blocks add no text, and may carry the anchor of the next heading
-    if node.css_first(_HEADINGS) is not None or node.css_first(PSEUDO_TITLE_CSS) is not None:
-        return False
-    if word_count(text) > rules.EDGE_MAX_WORDS:
+    if len(text) > rules.EDGE_MAX_CHARS or word_count(text) > rules.EDGE_MAX_WORDS:
         return False
     return bool(rules.EDGE_CHROME_TEXT.match(text)) or _link_density(node, len(text)) >= rules.EDGE_LINK_DENSITY
 

@@ -1,8 +1,9 @@
 """The content root as a stream of headings and Markdown blocks, one handler per tag.
 
-Speed comes from letting lexbor do the per-node work: inline Markdown (code spans, bold, line
-breaks) is written into the tree as marker text nodes by ``mark_inline``, so the text of a
-paragraph is one C call. Python walks only the block structure. That walk is iterative (an explicit
+Speed comes from letting lexbor do the per-node work: the text of a paragraph is one C call (a
+<br> was turned into a marker text node by ``boilerplate.classify``), so Python walks only the
+block structure. Inline code and emphasis stay plain text: wrapping them in Markdown marks cost
+more Python per page than all the rest of the rendering, and a section reads the same without. That walk is iterative (an explicit
 stack), so 10,000 nested divs cost a list, not the Python stack; block renderers recurse but
 flatten to plain text past a depth bound.
 """
@@ -17,12 +18,8 @@ from selectolax.lexbor import LexborNode
 
 from hifirag_core.sectioning import rules
 
-_HARD_BREAK = "\x01"  # <br>: a line break inside a paragraph
-_EMPTY_MARKS = re.compile(r"(\*\*|`)\s*\1")
+HARD_BREAK = "\x01"  # <br>: a line break inside a paragraph
 _NOISE_LANGUAGES = frozenset({"default", "none", "text", "plain", "plaintext", "nohighlight", "notranslate"})
-_INLINE_CSS = ", ".join(sorted({*rules.CODE_TAGS, *rules.STRONG_TAGS, "br"}))
-_NO_MARKS_INSIDE = frozenset({*rules.PRE_TAGS, *rules.HEADING_TAGS, "dt", "title"})
-_MARK_ANCESTOR_STEPS = 6
 
 
 @dataclass(frozen=True)
@@ -36,41 +33,13 @@ class Heading:
 Event = Heading | str  # a heading, or a Markdown block
 
 
-def mark_inline(root: LexborNode) -> None:
-    """Write inline Markdown into the tree: `code`, **bold**, and a marker for <br>.
-
-    Not inside code blocks, headings or definition terms, whose text is taken as it is.
-    """
-    for node in root.css(_INLINE_CSS):
-        parent = node.parent
-        inside = False
-        for _ in range(_MARK_ANCESTOR_STEPS):
-            if parent is None:
-                break
-            if parent.tag in _NO_MARKS_INSIDE:
-                inside = True
-                break
-            parent = parent.parent
-        if inside:
-            continue
-        tag = node.tag
-        if tag == "br":
-            node.insert_before(_HARD_BREAK)
-            continue
-        mark = "`" if tag in rules.CODE_TAGS else "**"
-        node.insert_before(mark)
-        node.insert_after(mark)
-
-
 def clean(text: str) -> str:
-    """Collapse whitespace; the <br> marker becomes a newline; empty emphasis and ¶ links go."""
+    """Collapse whitespace; the <br> marker becomes a newline; ¶ permalinks go."""
     text = " ".join(text.split())  # str.split keeps the \x01 marker: it is not whitespace
     if "¶" in text:
         text = text.replace("¶", "").rstrip()
-    if "`" in text or "**" in text:
-        text = _EMPTY_MARKS.sub("", text)
-    if _HARD_BREAK in text:
-        return "\n".join(line.strip() for line in text.split(_HARD_BREAK) if line.strip())
+    if HARD_BREAK in text:
+        return "\n".join(line.strip() for line in text.split(HARD_BREAK) if line.strip())
     return text.strip()
 
 
@@ -134,8 +103,7 @@ def _has_block_child(node: LexborNode) -> bool:
 
 
 def render_paragraph(node: LexborNode, depth: int = 0) -> str:
-    if _has_block_child(node):
-        return "\n\n".join(blocks_of(node, depth))
+    # the parser closes a <p> at any block start, so a paragraph holds inline content only
     return _text(node)
 
 
@@ -351,9 +319,11 @@ def heading_anchor(node: LexborNode) -> str | None:
     own = node.attributes.get("id")
     if own:
         return own
-    inner = node.css_first("[id], a[name]")
-    if inner is not None and (found := _marker_id(inner)):
-        return found
+    child = node.child
+    while child is not None:  # <h2><a id="x"></a>Title</h2> (DocBook)
+        if child.is_element_node and (found := _marker_id(child)):
+            return found
+        child = child.next
     prev = node.prev
     for _ in range(6):
         if prev is None or not _blank(prev):

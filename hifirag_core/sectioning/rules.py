@@ -25,10 +25,10 @@ class NameRule:
 
 
 # Elements whose content is never text a reader sees: dropped before anything else.
+# (Void elements such as <input> and <img> hold no text and need no removal.)
 INVISIBLE_TAGS: tuple[str, ...] = (
-    "head", "script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
-    "embed", "video", "audio", "map", "button", "select", "option", "input", "textarea", "label",
-    "dialog",
+    "script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
+    "button", "select", "textarea", "dialog",
 )
 
 # Chrome blocks: removed wherever they are, and the block that held them is removed too when what
@@ -53,15 +53,16 @@ CHROME_NAMES: tuple[NameRule, ...] = (
 )
 # Only these elements are tested against CHROME_NAMES (with a class or id): chrome is a block.
 CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "dl", "table", "form", "p")
+# ids are tested on these only: sectioning generators give every <section> an id from its heading.
+CHROME_ID_TAGS: tuple[str, ...] = ("div",)
 # Hidden and prev/next/up link blocks (rel is the HTML way to say "this link is navigation").
 CHROME_SELECTORS: tuple[str, ...] = ("[aria-hidden=true]", "[hidden]", "a[rel=prev]", "a[rel=next]")
 
 # Decorations inside content: removed alone (their parent stays, even when short).
+# Permalink marks (¶ # § 🔗) after headings need no rule: HEADING_TRAILING_MARKS strips them.
 DECORATION_NAMES: tuple[NameRule, ...] = (
-    NameRule("headerlink", "token"), NameRule("anchorjs-link", "token"),
     NameRule("sr-only", "token"), NameRule("visually-hidden", "token"),
-    NameRule("screen-reader-text", "token"), NameRule("copybutton", "token"),
-    NameRule("indexterm", "token"),
+    NameRule("screen-reader-text", "token"),
 )
 
 # header/footer elements are site chrome unless they sit inside the article they introduce.
@@ -76,6 +77,11 @@ MAIN_CSS = ", ".join(MAIN_SELECTORS)
 # most this share of it and no heading of their own; never more than this many steps.
 ROOT_SIBLING_SHARE = 0.25
 ROOT_MAX_STEPS = 60
+# Children that can be the content root; a lone <p> or <table> never is.
+ROOT_CONTAINER_TAGS: frozenset[str] = frozenset({
+    "div", "section", "article", "main", "font", "center", "form", "span", "td", "tbody", "tr",
+    "table",
+})
 # A candidate root with less than this share of the page's text is not trusted (fall back to body).
 ROOT_MIN_SHARE = 0.2
 
@@ -86,6 +92,7 @@ RESIDUE_MAX_WORDS = 25
 # mostly links, or short lines of site furniture, are dropped.
 EDGE_LINK_DENSITY = 0.5
 EDGE_MAX_WORDS = 60
+EDGE_MAX_CHARS = 600
 EDGE_CHROME_TEXT = re.compile(
     r"^\s*(?:this page (?:was )?last (?:modified|updated)|last (?:modified|updated)|page last"
     r"|copyright\b|©|\(c\) \d{4}|all rights reserved|powered by|created using|skip to (?:main )?content"
@@ -98,6 +105,7 @@ MAX_LEVEL = 4  # deeper headings become bold lines inside their h4 section
 
 # Pseudo-headings: elements that act as headings without being h1-h6.
 PSEUDO_HEADING_CLASS_LEVELS: dict[str, int] = {"h1": 1, "h2": 2, "h3": 3, "h4": 4}
+PSEUDO_HEADING_TAGS: frozenset[str] = frozenset({"div", "p"})
 # A page title written as a styled block; the real headings under it move one level down.
 PSEUDO_TITLE_NAMES: tuple[NameRule, ...] = (
     NameRule("fancy_title", "token", ("class",)), NameRule("page-title", "token", ("class",)),
