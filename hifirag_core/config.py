@@ -94,6 +94,8 @@ class RedditConfig(Section):
     top_k: int = 5  # top-level comments by score
     m1: int = 3  # replies kept per top-level comment
     m2: int = 2  # replies kept per reply
+    keep_stickied: bool = False  # pinned moderator notices are not discussion
+    max_section_chars: int = 4000  # a longer comment chain is split at paragraph boundaries
 
 
 class SectionRankConfig(Section):

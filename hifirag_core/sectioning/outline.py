@@ -123,6 +123,12 @@ def _split(blocks: list[str], limit: int) -> list[list[str]]:
     return parts
 
 
+def split_text(text: str, limit: int) -> list[str]:
+    """A Markdown text cut into pieces of at most ``limit`` characters at block boundaries."""
+    blocks = [b for b in text.split("\n\n") if b.strip()]
+    return ["\n\n".join(part) for part in _split(blocks, limit)] if blocks else [""]
+
+
 def build_sections(events: list[Event], url: str, *, max_chars: int, min_chars: int) -> list[ParsedSection]:
     """Sections in page order; a heading with no text and no subsections is kept, so none is lost."""
     drafts = _drafts(normalize_levels(events))
