@@ -320,7 +320,7 @@ def heading_anchor(node: LexborNode) -> str | None:
     if own:
         return own
     child = node.child
-    while child is not None:  # <h2><a id="x"></a>Title</h2> (DocBook)
+    while child is not None and _blank(child):  # <h2><a id="x"></a>Title</h2> (DocBook)
         if child.is_element_node and (found := _marker_id(child)):
             return found
         child = child.next
@@ -344,7 +344,7 @@ def heading_anchor(node: LexborNode) -> str | None:
         if found := parent.attributes.get("id"):
             return found
         current = parent
-    return None
+    return None  # an id inside the heading's text (an index target) points at a word, not the heading
 
 
 def bold_lines(root: LexborNode) -> dict[int, str]:
