@@ -95,7 +95,7 @@ def _pseudo_level(tag: str, attrs: dict[str, str | None], classes: list[str]) ->
 
 
 def classify(node: LexborNode, scan: PageScan) -> str | None:
-    """"invisible", "chrome", "sectioning" (header/footer/aside), "decoration" or None.
+    """"invisible", "chrome", "named" (chrome by class/id), "sectioning", "decoration" or None.
 
     Records declared main content and pseudo-headings in ``scan`` on the way.
     """
@@ -120,10 +120,11 @@ def classify(node: LexborNode, scan: PageScan) -> str | None:
         scan.mains.append(("article" if tag == "article" else "main", node))
         return None
     cls = (attrs.get("class") or "").lower()
-    ident = (attrs.get("id") or "").lower() if tag in _ID_TAGS else ""
+    # ids name content as often as chrome ("s-using-cookie-based-sessions"): only a whole-id match
+    ident = (attrs.get("id") or "").strip().lower() if tag in _ID_TAGS else ""
     if cls or ident:
-        if tag in _CANDIDATE_TAGS and CHROME_NAMES.match(f"{cls} {ident}"):
-            return "chrome"
+        if tag in _CANDIDATE_TAGS and (CHROME_NAMES.match(cls) or ident in CHROME_NAMES.words):
+            return "named"
         if DECORATION_NAMES.match(cls):
             return "decoration"
     pseudo = _pseudo_level(tag, attrs, cls.split())
@@ -191,12 +192,20 @@ def remove_boilerplate(tree: LexborHTMLParser) -> PageScan:
     scan = PageScan()
     doomed: list[LexborNode] = []
     chrome_ids: set[int] = set()
+    body_len: int | None = None
     for node in tree.css(CANDIDATES_CSS):
         kind = classify(node, scan)
         if kind is None:
             continue
         if kind == "sectioning" and _inside_content_container(node):
             continue
+        if kind == "named":
+            # a block named like chrome that holds much of the page's text is the content itself
+            # (a page about pagination, a section on cookies): chrome is never the bulk of a page
+            if body_len is None:
+                body_len = _text_len(tree.body) if tree.body is not None else 0
+            if body_len and _text_len(node) > rules.CHROME_MAX_SHARE * body_len:
+                continue
         doomed.append(node)
         if kind != "decoration" and kind != "invisible":
             chrome_ids.add(node.mem_id)

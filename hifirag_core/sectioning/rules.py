@@ -55,6 +55,8 @@ CHROME_NAMES: tuple[NameRule, ...] = (
 CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "dl", "table", "form", "p")
 # ids are tested on these only: sectioning generators give every <section> an id from its heading.
 CHROME_ID_TAGS: tuple[str, ...] = ("div",)
+# A block named like chrome that holds more than this share of the page's text is content.
+CHROME_MAX_SHARE = 0.4
 # Hidden and prev/next/up link blocks (rel is the HTML way to say "this link is navigation").
 CHROME_SELECTORS: tuple[str, ...] = ("[aria-hidden=true]", "[hidden]", "a[rel=prev]", "a[rel=next]")
 
