@@ -36,16 +36,17 @@ class NameMatcher:
         self.suffixes = frozenset(r.name for r in names if r.mode == "suffix")
         self.substrings = tuple(r.name for r in names if r.mode == "substring")
 
-    def match(self, value: str) -> bool:
-        """True when a lower-cased, space-separated class/id value matches one rule."""
-        for word in value.split():
-            if word in self.words:
-                return True
+    def match(self, value: str) -> str | None:
+        """"exact" (a whole word is a rule's name), "fuzzy" (a piece or substring is) or None."""
+        words = value.split()
+        if not self.words.isdisjoint(words):
+            return "exact"
+        for word in words:
             if "-" in word or "_" in word:
                 pieces = _PIECES.split(word)
                 if pieces[-1] in self.suffixes or not self.parts.isdisjoint(pieces):
-                    return True
-        return any(sub in value for sub in self.substrings)
+                    return "fuzzy"
+        return "fuzzy" if any(sub in value for sub in self.substrings) else None
 
 
 _PIECES = re.compile(r"[-_]")
@@ -95,7 +96,7 @@ def _pseudo_level(tag: str, attrs: dict[str, str | None], classes: list[str]) ->
 
 
 def classify(node: LexborNode, scan: PageScan) -> str | None:
-    """"invisible", "chrome", "named" (chrome by class/id), "sectioning", "decoration" or None.
+    """"invisible", "chrome", "named" (chrome by part of a class name), "sectioning", "decoration" or None.
 
     Records declared main content and pseudo-headings in ``scan`` on the way.
     """
@@ -123,8 +124,14 @@ def classify(node: LexborNode, scan: PageScan) -> str | None:
     # ids name content as often as chrome ("s-using-cookie-based-sessions"): only a whole-id match
     ident = (attrs.get("id") or "").strip().lower() if tag in _ID_TAGS else ""
     if cls or ident:
-        if tag in _CANDIDATE_TAGS and (CHROME_NAMES.match(cls) or ident in CHROME_NAMES.words):
-            return "named"
+        if tag in _CANDIDATE_TAGS:
+            if ident in CHROME_NAMES.words:
+                return "chrome"
+            match = CHROME_NAMES.match(cls)
+            if match == "exact":
+                return "chrome"
+            if match == "fuzzy":
+                return "named"  # a piece of a longer name: checked against the page's text mass
         if DECORATION_NAMES.match(cls):
             return "decoration"
     pseudo = _pseudo_level(tag, attrs, cls.split())

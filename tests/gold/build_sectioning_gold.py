@@ -20,6 +20,13 @@ from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages  # noq
 OUT = Path(__file__).with_name("sectioning_gold.json")
 PAGES_PER_SITE = {"python3.11-doc": 14, "python-django-doc": 14, "postgresql-doc-15": 14,
                   "sqlite3-doc": 14, "debian-faq": 8}
+# Pages whose content carries chrome-like names (a page about pagination, sections on cookies and
+# navigation): the places where a class/id rule would remove content.
+EXTRA_PAGES = {
+    "python-django-doc": ["topics/pagination.html", "topics/http/sessions.html", "ref/paginator.html"],
+    "python3.11-doc": ["library/http.cookies.html", "library/http.cookiejar.html"],
+    "sqlite3-doc": ["lang_select.html", "about.html"],
+}
 SECTIONS_PER_PAGE = 5
 MAX_HEADINGS_LISTED = 40
 MAX_HEADING_CHARS = 160
@@ -116,6 +123,12 @@ def main() -> None:
                 picked += 1
             if picked >= PAGES_PER_SITE[site]:
                 break
+        chosen = {e["relpath"] for e in gold}
+        for p in pages:
+            if p.relpath in EXTRA_PAGES.get(site, []) and p.relpath not in chosen:
+                entry = page_entry(site, p.relpath, p.url, p.html)
+                if entry and entry["sections"]:
+                    gold.append(entry)
     OUT.write_text(json.dumps(gold, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(gold)} pages -> {OUT}")
 
