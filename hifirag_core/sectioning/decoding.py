@@ -24,7 +24,7 @@ _BINARY_MAGIC: tuple[bytes, ...] = (
 )
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
 # Labels whose decoders never fail: any bytes "decode", so a UTF-8 page sent as one turns to mojibake.
-_PERMISSIVE = frozenset({"latin_1", "iso8859_1", "cp1252", "iso8859_15", "ascii"})
+_PERMISSIVE = frozenset({"iso8859-1", "cp1252", "iso8859-15", "ascii"})  # codecs.lookup() names
 
 
 @dataclass(frozen=True)

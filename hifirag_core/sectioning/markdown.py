@@ -102,6 +102,30 @@ def _has_block_child(node: LexborNode) -> bool:
     return False
 
 
+def _first_block_child(node: LexborNode) -> LexborNode | None:
+    child = node.child
+    while child is not None:
+        if child.is_element_node and _is_block(child.tag):
+            return child
+        child = child.next
+    return None
+
+
+def _before(node: LexborNode, stop: LexborNode) -> list[LexborNode]:
+    out = []
+    child = node.child
+    while child is not None and child.mem_id != stop.mem_id:
+        out.append(child)
+        child = child.next
+    return out
+
+
+def _inline_text(node: LexborNode) -> str:
+    if node.tag == "-text":
+        return node.text_content or ""
+    return node.text(separator="") if node.is_element_node else ""
+
+
 def render_paragraph(node: LexborNode, depth: int = 0) -> str:
     # the parser closes a <p> at any block start, so a paragraph holds inline content only
     return _text(node)
@@ -291,7 +315,8 @@ BLOCK_RENDERERS: dict[str, Callable[[LexborNode, int], str]] = {
     "caption": render_paragraph,
     "summary": render_paragraph,
 }
-_LAYOUT_PROBE_CSS = "h1, h2, h3, h4, table"
+# lexbor's node.css() matches the node itself too, hence "table table" for a nested table
+_LAYOUT_PROBE_CSS = "table h1, table h2, table h3, table h4, table table"
 
 
 def is_layout_table(node: LexborNode) -> bool:
@@ -412,7 +437,14 @@ def walk(root: LexborNode, pseudo: dict[int, tuple[int, str]], bold: dict[int, s
         level = rules.HEADING_TAGS.get(tag)
         if level is not None:
             flush()
-            text = heading_text(node)
+            first_block = _first_block_child(node)
+            if first_block is None:
+                text = heading_text(node)
+            else:
+                # an unclosed heading swallowed what follows (broken markup): its leading inline
+                # text is the heading, the blocks inside it are content
+                text = clean(" ".join(_inline_text(c) for c in _before(node, first_block)))
+                stack.append(first_block)
             if text:
                 events.append(Heading(level, text, heading_anchor(node)))
             continue
