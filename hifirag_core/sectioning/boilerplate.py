@@ -71,7 +71,6 @@ CANDIDATES_CSS = ", ".join(
      *(f'[class~="{r.name}"]' for r in rules.DECORATION_NAMES)]
 )
 PSEUDO_TITLE_CSS = ", ".join(f'[class~="{r.name}"]' for r in rules.PSEUDO_TITLE_NAMES)
-_EDGE_KEEP_CSS = f"{_HEADINGS}, {PSEUDO_TITLE_CSS}"
 
 
 @dataclass
@@ -323,23 +322,34 @@ def _descend(node: LexborNode, node_len: int) -> LexborNode:
                 if n >= need:
                     break  # no sibling can hold more: the rest share what is left
             if best_len < need:
-                return node
+                # siblings that are mostly links (a site header, a bar of prev/next links) are
+                # chrome that weighs a lot on a short page: measure the best child without them
+                chrome = sum(n for k in (*containers, *others) if k.mem_id != best.mem_id
+                             and (n := _text_len(k)) and _link_density(k, n) >= rules.EDGE_LINK_DENSITY)
+                if best_len < (1 - rules.ROOT_SIBLING_SHARE) * (node_len - chrome):
+                    return node
             if any(k.mem_id != best.mem_id and _has_content_heading(k) for k in (*containers, *others)):
                 return node
         node, node_len = best, best_len
     return node
 
 
-def _link_density(node: LexborNode, total: int) -> float:
+def _visible_len(text: str) -> int:
+    return len(" ".join(text.split()))
+
+
+def _link_density(node: LexborNode, total: int | None = None) -> float:
+    """Share of the node's visible characters inside links (whitespace collapsed on both sides)."""
+    total = _visible_len(node.text())
     if total == 0:
         return 0.0
-    linked = sum(len(a.text(separator=" ", strip=True)) for a in node.css("a[href]"))
+    linked = sum(_visible_len(a.text()) for a in node.css("a[href]"))
     return min(1.0, linked / total)
 
 
 def _is_edge_chrome(node: LexborNode) -> bool:
-    if node.css_first(_EDGE_KEEP_CSS) is not None:
-        return False  # holds a heading: content, however many links it has
+    if node.css_first(PSEUDO_TITLE_CSS) is not None or _has_content_heading(node):
+        return False  # holds a heading (other than a site-name link): content, however many links
     text = node.text(separator=" ", strip=True)
     if not text:
         return False  # empty blocks add no text, and may carry the anchor of the next heading
@@ -348,19 +358,34 @@ def _is_edge_chrome(node: LexborNode) -> bool:
     return bool(rules.EDGE_CHROME_TEXT.match(text)) or _link_density(node, len(text)) >= rules.EDGE_LINK_DENSITY
 
 
-def prune_edges(root: LexborNode) -> int:
-    """Drop link lists and site furniture before the first heading and after the last content block."""
+def prune_edges(root: LexborNode, lead: bool = True, trail: bool = True, depth: int = 0) -> int:
+    """Drop link lists and site furniture before the first heading and after the last content block.
+
+    The edges of a wrapper at the edge are edges too (an unclosed <center> around the whole page).
+    """
     kids = list(_element_children(root))
     doomed: list[LexborNode] = []
-    for node in kids:
-        if node.tag in rules.HEADING_TAGS or not _is_edge_chrome(node):
-            break
-        doomed.append(node)
-    lead = len(doomed)
-    for node in reversed(kids[lead:]):
-        if node.tag in rules.HEADING_TAGS or not _is_edge_chrome(node):
-            break
-        doomed.append(node)
+    first = 0
+    if lead:
+        for node in kids:
+            if node.tag in rules.HEADING_TAGS or not _is_edge_chrome(node):
+                break
+            doomed.append(node)
+        first = len(doomed)
+    last = len(kids)
+    if trail:
+        for node in reversed(kids[first:]):
+            if node.tag in rules.HEADING_TAGS or not _is_edge_chrome(node):
+                break
+            doomed.append(node)
+            last -= 1
     for node in doomed:
         node.decompose()
-    return len(doomed)
+    removed = len(doomed)
+    rest = kids[first:last]
+    if depth < rules.EDGE_MAX_DEPTH and rest:
+        if lead and rest[0].tag in rules.ROOT_CONTAINER_TAGS:
+            removed += prune_edges(rest[0], True, len(rest) == 1 and trail, depth + 1)
+        if trail and rest[-1].tag in rules.ROOT_CONTAINER_TAGS and (len(rest) > 1 or not lead):
+            removed += prune_edges(rest[-1], False, True, depth + 1)
+    return removed

@@ -95,6 +95,7 @@ RESIDUE_MAX_WORDS = 25
 EDGE_LINK_DENSITY = 0.5
 EDGE_MAX_WORDS = 60
 EDGE_MAX_CHARS = 600
+EDGE_MAX_DEPTH = 3  # how far into wrappers at the edge the pruning looks
 EDGE_CHROME_TEXT = re.compile(
     r"^\s*(?:this page (?:was )?last (?:modified|updated)|last (?:modified|updated)|page last"
     r"|copyright\b|©|\(c\) \d{4}|all rights reserved|powered by|created using|skip to (?:main )?content"
