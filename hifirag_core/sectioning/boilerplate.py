@@ -186,7 +186,9 @@ def _has_content_heading(node: LexborNode) -> bool:
         link = h.css_first("a[href]")
         if link is not None:
             href = (link.attributes.get("href") or "").strip()
-            if not href.startswith("#") and len(link.text(strip=True)) >= len(h.text(strip=True)):
+            # a heading that is one link to elsewhere (or to "#", the page top) is a site name
+            elsewhere = not href.startswith("#") or href == "#"
+            if elsewhere and len(link.text(strip=True)) >= len(h.text(strip=True)):
                 continue
         if h.text(strip=True):
             return True
