@@ -88,6 +88,9 @@ class SectioningConfig(Section):
     min_section_chars: int = 1
     # larger pages get status "too_large" without being parsed: bounded time and memory per page
     max_html_bytes: int = 10_000_000
+    # pages whose estimated parser work (tags x nesting depth) is larger get status "too_deep";
+    # 10,000 nested divs are 5e7 and parse in 0.3 s, the default allows about 1 s
+    max_nesting_work: int = 300_000_000
 
 
 class RedditConfig(Section):

@@ -255,3 +255,41 @@ def test_format_section_tree_shows_the_outline() -> None:
     assert lines[0].startswith("Example page") and "status: ok, 2 sections" in lines[1]
     assert "h1 A #a" in tree and "  h2 B" in tree and "alpha text" in tree
     assert "status: empty" in format_section_tree(parse_sections(b"", URL))
+
+
+def test_short_page_content_beside_a_sidebar_survives() -> None:
+    # the wrapper that held the sidebar keeps only a few words: it is the content, not residue
+    p = parse("""<div class="document"><div class="sphinxsidebar" role="navigation"><h3>Navigation</h3>
+        <ul><li><a href="/a">Alpha</a></li><li><a href="/b">Beta</a></li><li><a href="/c">Gamma</a></li></ul></div>
+        <div class="body" role="main"><p>Availability: not WASI.</p></div></div>""")
+    assert [s.text for s in p.sections] == ["Availability: not WASI."]
+    p = parse("""<div class="wrap"><nav><a href="/a">Alpha</a> <a href="/b">Beta</a></nav>
+        <p>Only a short note here.</p></div>""")
+    assert [s.text for s in p.sections] == ["Only a short note here."]
+
+
+def test_a_tagline_left_beside_a_removed_menu_goes_with_it() -> None:
+    p = parse("""<div class="top"><img src="logo.png" alt="Logo"><div class="tagline">Small. Fast.</div>
+        <div class="menu"><ul><li><a href="/">Home</a></li><li><a href="/d">Docs</a></li></ul></div></div>
+        <h2>Topic</h2><p>Real words about the topic.</p>""")
+    text = " ".join(s.heading + " " + s.text for s in p.sections)
+    assert "Small. Fast." not in text and "Real words" in text
+
+
+def test_element_matching_several_chrome_selectors_is_removed_once() -> None:
+    # class + role + id all match the candidate query: lexbor returns the node once per selector
+    body = ('<div class="sidebar nav" id="sidebar" role="navigation" hidden><p>chrome</p></div>'
+            '<div class="body" role="main" id="main"><h1>T</h1><p>content</p></div>')
+    for _ in range(50):  # a double free would show up as a crash or a corrupted tree
+        p = parse(body)
+        assert [(s.heading, s.text) for s in p.sections] == [("T", "content")]
+
+
+def test_nesting_too_deep_to_parse_in_bounded_time_is_refused() -> None:
+    deep = b"<html><body>" + b"<div>" * 40_000 + b"x" + b"</div>" * 40_000
+    t0 = time.process_time()
+    p = parse_sections(deep, URL)
+    assert p.status == "too_deep" and "max_nesting_work" in (p.error or "")
+    assert time.process_time() - t0 < 1.0
+    many_unclosed_items = b"<html><body><ul>" + b"<li>item" * 30_000 + b"</ul>"
+    assert parse_sections(many_unclosed_items, URL).status == "ok"  # <li> closes itself

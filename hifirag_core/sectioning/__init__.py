@@ -1,7 +1,7 @@
 """HTML pages into heading-scoped Markdown sections (the paper's h1-h4 tree), boilerplate out.
 
 ``parse_sections`` never raises on page content: a page it cannot read comes back with a status
-(``empty``, ``binary``, ``too_large``, ``no_text``, ``parse_error``) and no sections.
+(``empty``, ``binary``, ``too_large``, ``too_deep``, ``no_text``, ``parse_error``) and no sections.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 from selectolax.lexbor import LexborHTMLParser
 
 from hifirag_core.config import SectioningConfig
-from hifirag_core.sectioning.boilerplate import content_root, prune_edges, remove_boilerplate
+from hifirag_core.sectioning.boilerplate import content_root, prune_edges, remove_boilerplate, remove_residue
 from hifirag_core.sectioning.decoding import decode_html
+from hifirag_core.sectioning.guards import nesting_work
 from hifirag_core.sectioning.markdown import bold_lines, walk
 from hifirag_core.sectioning.outline import build_sections
 from hifirag_core.sectioning.tree import format_section_tree
@@ -33,6 +34,11 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
     if len(data) > config.max_html_bytes:
         return ParsedPage(url, None, (), "too_large",
                           f"{len(data)} bytes is over sectioning.max_html_bytes={config.max_html_bytes}")
+    work = nesting_work(data, config.max_nesting_work)
+    if work > config.max_nesting_work:
+        return ParsedPage(url, None, (), "too_deep",
+                          f"nesting too deep to parse in bounded time (work estimate over "
+                          f"sectioning.max_nesting_work={config.max_nesting_work})")
     decoded = decode_html(data, encoding if not isinstance(html, str) else "utf-8")
     if decoded.status != "ok" or decoded.text is None:
         return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
@@ -43,6 +49,7 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
         root = content_root(tree, scan)
         if root is None:
             return ParsedPage(url, title, (), "no_text", "the page has no body", decoded.encoding)
+        remove_residue(scan, root)
         prune_edges(root)
         pseudo = scan.pseudo
         # bold lines are headings only on a page that has no heading of any other kind

@@ -79,6 +79,7 @@ class PageScan:
 
     mains: list[tuple[str, LexborNode]] = field(default_factory=list)  # ("main"|"article", node)
     pseudo: dict[int, tuple[int, str]] = field(default_factory=dict)  # mem_id -> (level, kind)
+    residue: dict[int, LexborNode] = field(default_factory=dict)  # blocks that held removed chrome
     removed: int = 0
 
 
@@ -174,7 +175,7 @@ def _outermost(nodes: Iterable[LexborNode]) -> Iterator[LexborNode]:
     for count, node in enumerate(nodes):
         if count >= _MAX_CHROME_MATCHES:
             return
-        if last is not None and _is_descendant(node, last):
+        if last is not None and (node.mem_id == last or _is_descendant(node, last)):
             continue
         last = node.mem_id
         yield node
@@ -201,7 +202,14 @@ def remove_boilerplate(tree: LexborHTMLParser) -> PageScan:
     doomed: list[LexborNode] = []
     chrome_ids: set[int] = set()
     body_len: int | None = None
+    seen: set[int] = set()
     for node in tree.css(CANDIDATES_CSS):
+        # lexbor returns a node once per selector of the group it matches: classify it once, and
+        # never decompose it twice (a double free)
+        key = node.mem_id
+        if key in seen:
+            continue
+        seen.add(key)
         kind = classify(node, scan)
         if kind is None:
             continue
@@ -229,7 +237,8 @@ def remove_boilerplate(tree: LexborHTMLParser) -> PageScan:
                 parents.setdefault(parent.mem_id, parent)
     for node in kept:
         node.decompose()
-    scan.removed = len(kept) + _remove_residue(parents)
+    scan.removed = len(kept)
+    scan.residue = parents
     return scan
 
 
@@ -246,21 +255,31 @@ def _inside_any(node: LexborNode, ids: set[int]) -> bool:
     return False
 
 
-def _remove_residue(parents: dict[int, LexborNode]) -> int:
-    """Blocks that held chrome and now hold a few words and no heading are chrome too."""
-    doomed = {
-        pid: p for pid, p in parents.items()
-        if p.tag not in rules.CONTENT_CONTAINER_TAGS
-        and p.css_first(_HEADINGS) is None
-        and p.css_first(PSEUDO_TITLE_CSS) is None
-        and word_count(p.text()) <= rules.RESIDUE_MAX_WORDS
-    }
+def remove_residue(scan: PageScan, root: LexborNode) -> int:
+    """Blocks that held chrome and now hold a few words and no heading are chrome too (a tagline
+    beside a menu). Never the content root or a block around it: on a short page the wrapper its
+    sidebar was taken from holds the whole content in a few words.
+    """
+    around = set()
+    node: LexborNode | None = root
+    while node is not None:
+        around.add(node.mem_id)
+        node = node.parent
+    doomed = {}
+    for pid, p in scan.residue.items():
+        if pid in around or p.tag in rules.CONTENT_CONTAINER_TAGS:
+            continue
+        if p.css_first(_HEADINGS) is not None or p.css_first(PSEUDO_TITLE_CSS) is not None:
+            continue
+        if word_count(p.text()) <= rules.RESIDUE_MAX_WORDS:
+            doomed[pid] = p
     removed = 0
     for pid, p in doomed.items():
         if any(_is_descendant(p, other) for other in doomed if other != pid):
             continue  # its ancestor goes too; never touch a freed node
         p.decompose()
         removed += 1
+    scan.removed += removed
     return removed
 
 

@@ -23,7 +23,7 @@ class ParsedPage:
     url: str
     title: str | None
     sections: tuple[ParsedSection, ...]
-    status: str  # "ok", "empty", "binary", "too_large", "no_text", "parse_error"
+    status: str  # "ok", "empty", "binary", "too_large", "too_deep", "no_text", "parse_error"
     error: str | None = None
     encoding: str | None = None  # the charset the bytes were read with
 
