@@ -20,6 +20,7 @@ from hifirag_core.text import normalize_ws
 
 __all__ = ["ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]
 
+
 def _title(tree: LexborHTMLParser) -> str | None:
     node = tree.css_first("title")
     if node is None:
@@ -27,8 +28,11 @@ def _title(tree: LexborHTMLParser) -> str | None:
     return normalize_ws(node.text()) or None
 
 
+DEFAULT_CONFIG = SectioningConfig()  # frozen, so one shared default is safe
+
+
 def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
-                   config: SectioningConfig = SectioningConfig()) -> ParsedPage:
+                   config: SectioningConfig = DEFAULT_CONFIG) -> ParsedPage:
     """Sections of one page in order: heading path, anchor, Markdown text, counts and a stable id."""
     data = html.encode("utf-8") if isinstance(html, str) else bytes(html)
     if len(data) > config.max_html_bytes:
@@ -43,7 +47,8 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
     if decoded.status != "ok" or decoded.text is None:
         return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
     try:
-        tree = LexborHTMLParser(decoded.text)
+        # lexbor reads bytes as UTF-8: hand it the original bytes when that is what they are
+        tree = LexborHTMLParser(data if decoded.encoding == "utf-8" else decoded.text)
         title = _title(tree)
         scan = remove_boilerplate(tree)
         root = content_root(tree, scan)

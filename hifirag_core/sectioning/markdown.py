@@ -10,7 +10,6 @@ flatten to plain text past a depth bound.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
