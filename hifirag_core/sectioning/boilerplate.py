@@ -59,7 +59,6 @@ _CHROME_TAGS = frozenset(rules.CHROME_TAGS)
 _SECTIONING = frozenset(rules.SECTIONING_CHROME_TAGS)
 _CANDIDATE_TAGS = frozenset([*rules.CHROME_CANDIDATE_TAGS, *rules.SECTIONING_CHROME_TAGS])
 _ID_TAGS = frozenset(rules.CHROME_ID_TAGS)
-_MAIN_TAGS = frozenset({"main", "article"})
 # One query finds every element that can be chrome, a declared main, a pseudo-heading or a <br>;
 # inline elements other than links with rel are never chrome, which keeps the thousands of
 # highlighted-code spans out of the Python loop.
@@ -116,8 +115,8 @@ def classify(node: LexborNode, scan: PageScan) -> str | None:
         return "chrome"
     if tag == "a":
         rel = (attrs.get("rel") or "").strip().lower()
-        return "chrome" if rel in ("prev", "next", "previous") else None
-    if tag in _MAIN_TAGS or role == "main":
+        return "chrome" if rel in rules.CHROME_RELS else None
+    if tag in rules.MAIN_TAGS or role == "main":
         scan.mains.append(("article" if tag == "article" else "main", node))
         return None
     cls = (attrs.get("class") or "").lower()

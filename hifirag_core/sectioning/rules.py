@@ -57,8 +57,8 @@ CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "dl", "t
 CHROME_ID_TAGS: tuple[str, ...] = ("div",)
 # A block named like chrome that holds more than this share of the page's text is content.
 CHROME_MAX_SHARE = 0.4
-# Hidden and prev/next/up link blocks (rel is the HTML way to say "this link is navigation").
-CHROME_SELECTORS: tuple[str, ...] = ("[aria-hidden=true]", "[hidden]", "a[rel=prev]", "a[rel=next]")
+# Links that say they are navigation (rel), removed with the block they leave behind.
+CHROME_RELS: frozenset[str] = frozenset({"prev", "previous", "next"})
 
 # Decorations inside content: removed alone (their parent stays, even when short).
 # Permalink marks (¶ # § 🔗) after headings need no rule: HEADING_TRAILING_MARKS strips them.
@@ -71,9 +71,8 @@ DECORATION_NAMES: tuple[NameRule, ...] = (
 SECTIONING_CHROME_TAGS: tuple[str, ...] = ("header", "footer", "aside")
 CONTENT_CONTAINER_TAGS: frozenset[str] = frozenset({"article", "main"})
 
-# Where the main content says it is, most explicit first.
-MAIN_SELECTORS: tuple[str, ...] = ("main", '[role="main" i]', "article")
-MAIN_CSS = ", ".join(MAIN_SELECTORS)
+# Where the main content says it is: <main> or role="main" first, then a lone <article>.
+MAIN_TAGS: frozenset[str] = frozenset({"main", "article"})
 
 # Content-root descent: step into the child holding most of the text while its siblings hold at
 # most this share of it and no heading of their own; never more than this many steps.
@@ -128,11 +127,8 @@ BLOCK_TAGS: frozenset[str] = frozenset({
     "fieldset", "legend", "body", "html", "h1", "h2", "h3", "h4", "h5", "h6", "font", "listing",
     "xmp", "plaintext", "hgroup", "search",
 })
-CODE_TAGS: frozenset[str] = frozenset({"code", "kbd", "samp", "tt", "var"})
 STRONG_TAGS: frozenset[str] = frozenset({"strong", "b"})
-EM_TAGS: frozenset[str] = frozenset({"em", "i", "cite", "dfn"})
 SKIP_INLINE_TAGS: frozenset[str] = frozenset({"img", "wbr", "picture", "source", "track", "area"})
-PRE_TAGS: frozenset[str] = frozenset({"pre", "listing", "xmp", "plaintext"})
 LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush:?)-?([A-Za-z0-9_+#.-]+)")
 
 # Bounds that keep hostile input cheap.
