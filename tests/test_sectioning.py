@@ -293,3 +293,20 @@ def test_nesting_too_deep_to_parse_in_bounded_time_is_refused() -> None:
     assert time.process_time() - t0 < 1.0
     many_unclosed_items = b"<html><body><ul>" + b"<li>item" * 30_000 + b"</ul>"
     assert parse_sections(many_unclosed_items, URL).status == "ok"  # <li> closes itself
+
+
+def test_an_unclosed_list_that_swallowed_the_page_is_walked_as_structure() -> None:
+    # an unclosed <li> holds a <dl> that holds the rest of the page's h2 sections
+    p = parse("<h1>API</h1><ul><li>intro<dl><dt>x</dt><dd>y</dd><h2>First call</h2><p>one</p>"
+              "<h2>Second call</h2><p>two</p></dl>")
+    paths = [s.heading_path for s in p.sections]
+    assert ("API", "First call") in paths and ("API", "Second call") in paths
+    # an h3 label inside a definition stays a bold line in its section
+    p = parse("<main><h2>Options</h2><dl><dt>-v</dt><dd><div><h3>Note</h3><p>careful</p></div></dd></dl></main>")
+    assert [s.heading for s in p.sections] == ["Options"] and "**Note**" in p.sections[0].text
+
+
+def test_headings_inside_unknown_elements_are_found() -> None:
+    # "<language-id>" left unescaped in the text becomes an element wrapping the rest of the page
+    p = parse("<main><h1>FTS</h1><p>use the <language-id> column</p><h2>Limits</h2><p>few</p></main>")
+    assert ("FTS", "Limits") in [s.heading_path for s in p.sections]

@@ -18,6 +18,7 @@ from selectolax.lexbor import LexborNode
 from hifirag_core.sectioning import rules
 
 HARD_BREAK = "\x01"  # <br>: a line break inside a paragraph
+_BLOCKISH_CSS = "p, div, ul, ol, dl, table, pre, blockquote, section, article, h1, h2, h3, h4, h5, h6"
 _NOISE_LANGUAGES = frozenset({"default", "none", "text", "plain", "plaintext", "nohighlight", "notranslate"})
 
 
@@ -30,6 +31,10 @@ class Heading:
 
 
 Event = Heading | str  # a heading, or a Markdown block
+
+
+class StructuralHeading(Exception):  # noqa: N818 - a signal, not an error
+    """A page-level heading met inside a block (an unclosed list swallowed the page)."""
 
 
 def clean(text: str) -> str:
@@ -73,6 +78,8 @@ def blocks_of(node: LexborNode, depth: int) -> list[str]:
         elif not child.is_element_node or tag in rules.SKIP_INLINE_TAGS:
             pass
         elif tag in rules.HEADING_TAGS:
+            if tag in rules.STRUCTURAL_HEADINGS:
+                raise StructuralHeading(tag)
             close()
             text = _text(child)
             if text:
@@ -163,6 +170,8 @@ def render_list(node: LexborNode, depth: int = 0) -> str:
             text = clean(child.text_content or "")
             if text:
                 items.append(f"- {text}")
+        elif tag in rules.STRUCTURAL_HEADINGS:
+            raise StructuralHeading(tag)
         elif child.is_element_node and tag not in rules.SKIP_INLINE_TAGS:
             items.extend(f"- {b}" for b in blocks_of(child, depth + 1) if b)
         child = child.next
@@ -184,6 +193,8 @@ def render_dl(node: LexborNode, depth: int = 0) -> str:
                 blocks.append(f"**{term}**")
         elif tag == "dd":
             blocks.extend(blocks_of(child, depth + 1) if _has_block_child(child) else [_text(child)])
+        elif tag in rules.STRUCTURAL_HEADINGS:
+            raise StructuralHeading(tag)
         elif child.is_element_node:
             blocks.extend(blocks_of(child, depth + 1))
         child = child.next
@@ -450,13 +461,20 @@ def walk(root: LexborNode, pseudo: dict[int, tuple[int, str]], bold: dict[int, s
         renderer = BLOCK_RENDERERS.get(tag)
         if renderer is not None and not (tag == "table" and is_layout_table(node)):
             flush()
-            text = renderer(node, 0)
+            try:
+                text = renderer(node, 0)
+            except StructuralHeading:
+                stack.append(node.child)  # walk it as a container: its headings are the page's
+                continue
             if text:
                 events.append(text)
             continue
-        if tag in rules.BLOCK_TAGS or _has_block_child(node):
+        if (tag in rules.BLOCK_TAGS or _has_block_child(node)
+                or (tag not in rules.INLINE_TAGS and node.css_first(_BLOCKISH_CSS) is not None)):
+            # a container, an inline element wrapping blocks, or an unknown element (a custom
+            # element, or "<integer>" left unescaped in the text) with blocks somewhere inside
             flush()
-            stack.append(node.child)  # a container, or an inline element wrapping blocks
+            stack.append(node.child)
             continue
         run.append(node.text(separator=""))
     flush()

@@ -104,6 +104,10 @@ EDGE_CHROME_TEXT = re.compile(
 
 HEADING_TAGS: dict[str, int] = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 MAX_LEVEL = 4  # deeper headings become bold lines inside their h4 section
+# An h3 inside a list or a table cell is a label (DocBook's "Note" boxes in a definition list) and
+# stays a bold line; an h1/h2 there means an unclosed list swallowed the page, which is walked
+# as page structure instead.
+STRUCTURAL_HEADINGS: frozenset[str] = frozenset({"h1", "h2"})
 
 # Pseudo-headings: elements that act as headings without being h1-h6.
 PSEUDO_HEADING_CLASS_LEVELS: dict[str, int] = {"h1": 1, "h2": 2, "h3": 3, "h4": 4}
@@ -128,6 +132,11 @@ BLOCK_TAGS: frozenset[str] = frozenset({
     "xmp", "plaintext", "hgroup", "search",
 })
 STRONG_TAGS: frozenset[str] = frozenset({"strong", "b"})
+INLINE_TAGS: frozenset[str] = frozenset({
+    "a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "i", "ins",
+    "kbd", "mark", "q", "rp", "rt", "ruby", "s", "samp", "small", "span", "strike", "strong", "sub",
+    "sup", "time", "tt", "u", "var", "nobr", "label", "output", "meter", "progress",
+})
 SKIP_INLINE_TAGS: frozenset[str] = frozenset({"img", "wbr", "picture", "source", "track", "area"})
 LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush:?)-?([A-Za-z0-9_+#.-]+)")
 
