@@ -9,7 +9,8 @@ the site tarballs, and is timed in CPU seconds around the extraction call only. 
   are read twice, with and without code-fence tracking, and the better reading counts);
 - pages leaking: share of pages whose output matches a navigation pattern of its site
   (``hifirag_core.sectioning.evaluation.SITE_CHROME``, written from the sites' real chrome);
-- headings kept: share of the gold set's content headings (tests/gold, 64 pages) found as headings.
+- headings kept: share of the content headings of every page (h1-h4 inside each site's content
+  element, read with lxml as the gold builder in tests/gold does) found among the method's headings.
 
 For trafilatura and html2text the Markdown output is cut into sections at its heading lines.
 Timings are printed, never asserted. Run:
@@ -35,7 +36,8 @@ from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages, share
 from hifirag_core.sectioning.evaluation import FaqOutcome, navigation_leaks  # noqa: E402
 
 METHODS = ("read-only", "ours", "trafilatura", "html2text")
-GOLD = ROOT / "tests" / "gold" / "sectioning_gold.json"
+WORKERS = (*METHODS, "reference")
+GOLD = ROOT / "tests" / "gold" / "sectioning_gold.json"  # its pages are always in a --sample run
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -109,10 +111,33 @@ def _extractor(method: str):
     return None
 
 
-def worker(method: str, sample: int, out: Path) -> None:
+def _pages(sample: int):
+    keep = {(r["corpus"], r["page"]) for r in _faq()} | {
+        (e["site"], e["relpath"]) for e in json.loads(GOLD.read_text())}
+    for tarball in sorted(docs_html_dir().glob("*.html.tar.xz")):
+        for i, page in enumerate(iter_tarball_pages(tarball)):
+            if sample > 1 and i % sample and (page.site, page.relpath) not in keep:
+                continue
+            yield page
+
+
+def reference(sample: int, out: Path) -> None:
+    """Every page's content headings, read independently of the sectioner (lxml, site templates)."""
+    from tests.gold.build_sectioning_gold import page_entry, set_heading_limit
+
+    set_heading_limit(None)
+    heads = {}
+    for page in _pages(sample):
+        entry = page_entry(page.site, page.relpath, page.url, page.html)
+        if entry:
+            heads[f"{page.site}:{page.relpath}"] = entry["headings"]
+    out.write_text(json.dumps(heads))
+
+
+def worker(method: str, sample: int, out: Path, ref: Path | None = None) -> None:
     """Run one method over the corpus and write its raw results as JSON."""
     faq_pages = {(r["corpus"], r["page"]) for r in _faq()}
-    gold = {(e["site"], e["relpath"]): e["headings"] for e in json.loads(GOLD.read_text())}
+    expected = json.loads(ref.read_text()) if ref else {}
     run = _extractor(method)
     cpu = 0.0
     pages = 0
@@ -120,26 +145,25 @@ def worker(method: str, sample: int, out: Path) -> None:
     empty = 0
     faq_sections: dict[str, list[list[tuple[str, str]]]] = {}
     kept = total = 0
-    for tarball in sorted(docs_html_dir().glob("*.html.tar.xz")):
-        for i, page in enumerate(iter_tarball_pages(tarball)):
-            key = (page.site, page.relpath)
-            if sample > 1 and i % sample and key not in faq_pages and key not in gold:
-                continue
-            pages += 1
-            if run is None:
-                continue
-            t0 = time.process_time()
-            secs, heads, text = run(page.html, page.url)
-            cpu += time.process_time() - t0
-            if not text.strip():
-                empty += 1
-            if navigation_leaks(page.site, text):
-                leaking.append(f"{page.site}:{page.relpath}")
-            if key in faq_pages:
-                faq_sections[f"{page.site}:{page.relpath}"] = secs
-            if key in gold:
-                total += len(gold[key])
-                kept += sum(norm_heading(h) in {norm_heading(x) for x in heads} for h in gold[key])
+    for page in _pages(sample):
+        key = (page.site, page.relpath)
+        name = f"{page.site}:{page.relpath}"
+        pages += 1
+        if run is None:
+            continue
+        t0 = time.process_time()
+        secs, heads, text = run(page.html, page.url)
+        cpu += time.process_time() - t0
+        if not text.strip():
+            empty += 1
+        if navigation_leaks(page.site, text):
+            leaking.append(name)
+        if key in faq_pages:
+            faq_sections[name] = secs
+        if name in expected:
+            found = {norm_heading(x) for x in heads}
+            total += len(expected[name])
+            kept += sum(norm_heading(h) in found for h in expected[name])
     out.write_text(json.dumps({
         "method": method, "pages": pages, "cpu_s": cpu, "empty": empty, "leaking": leaking,
         "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -175,22 +199,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="sectioning benchmark (prints figures, asserts nothing)")
     ap.add_argument("--sample", type=int, default=1, help="every Nth page (FAQ and gold pages always)")
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--ref", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--show-leaks", type=int, default=3, help="example leaking pages to list per method")
     args = ap.parse_args()
+    if args.worker == "reference":
+        reference(args.sample, args.out)
+        return 0
     if args.worker:
-        worker(args.worker, args.sample, args.out)
+        worker(args.worker, args.sample, args.out, args.ref)
         return 0
     if not docs_html_dir().is_dir():
         print(f"skipped: no corpus at {docs_html_dir()} (set HIFIRAG_SHARED_DATA)")
         return 0
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        ref = Path(tmp) / "reference.json"
+        subprocess.run([sys.executable, __file__, "--worker", "reference", "--out", str(ref),
+                        "--sample", str(args.sample)], check=True)
         for method in args.methods.split(","):
             out = Path(tmp) / f"{method}.json"
             subprocess.run([sys.executable, __file__, "--worker", method, "--out", str(out),
-                            "--sample", str(args.sample)], check=True)
+                            "--sample", str(args.sample), "--ref", str(ref)], check=True)
             results[method] = json.loads(out.read_text())
     print(f"\n{'method':12s} {'pages':>6s} {'pages/s':>8s} {'peak MB':>8s} {'FAQ mapped':>11s} "
           f"{'leaking':>8s} {'headings kept':>14s} {'empty':>6s}")

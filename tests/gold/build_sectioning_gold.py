@@ -53,6 +53,12 @@ MUST_NOT = {
 }
 
 
+def set_heading_limit(limit: int | None) -> None:
+    """How many headings a page entry lists (None: all, for the benchmark's reference)."""
+    global MAX_HEADINGS_LISTED
+    MAX_HEADINGS_LISTED = limit if limit is not None else 10**9
+
+
 def flat(text: str) -> str:
     return " ".join(text.replace("¶", " ").split())
 
