@@ -133,9 +133,10 @@ def classify(node: LexborNode, scan: PageScan) -> str | None:
                 return "named"  # a piece of a longer name: checked against the page's text mass
         if DECORATION_NAMES.match(cls):
             return "decoration"
-    pseudo = _pseudo_level(tag, attrs, cls.split())
-    if pseudo is not None:
-        scan.pseudo[node.mem_id] = pseudo
+    if tag in rules.PSEUDO_HEADING_TAGS or role == "heading":
+        pseudo = _pseudo_level(tag, attrs, cls.split())
+        if pseudo is not None:
+            scan.pseudo[node.mem_id] = pseudo
     if tag in _SECTIONING:
         return "sectioning"
     return None
@@ -299,16 +300,22 @@ def content_root(tree: LexborHTMLParser, scan: PageScan) -> LexborNode | None:
     body = tree.body
     if body is None:
         return None
-    body_len = _text_len(body)
-    if body_len == 0:
-        return body
+    body_len: int | None = None
     for kind in ("main", "article"):
         found = [n for k, n in scan.mains if k == kind]
         if len(found) == 1:
-            if _text_len(found[0]) >= rules.ROOT_MIN_SHARE * body_len:
+            main_len = _text_len(found[0])
+            if main_len >= rules.ROOT_TRUSTED_CHARS:
+                return found[0]  # a declared main with real text in it: no need to weigh the page
+            body_len = _text_len(body)
+            if main_len and main_len >= rules.ROOT_MIN_SHARE * body_len:
                 return found[0]
         elif len(found) > 1:
             break  # several articles (a listing): let the text mass decide
+    if body_len is None:
+        body_len = _text_len(body)
+    if body_len == 0:
+        return body
     return _descend(body, body_len)
 
 

@@ -66,7 +66,7 @@ def sniff_meta_charset(head: bytes) -> str | None:
 
 def decode_html(data: bytes, declared: str | None = None, sniff_bytes: int = 1024) -> Decoded:
     """Decode page bytes: BOM, then the declared charset, then the page's own meta, then UTF-8, cp1252."""
-    if not data or not data.strip():
+    if not data or data.isspace():
         return Decoded(None, None, "empty", "no bytes" if not data else "only whitespace")
     for bom, name in _BOMS:
         if data.startswith(bom):

@@ -52,7 +52,9 @@ CHROME_NAMES: tuple[NameRule, ...] = (
     NameRule("mobile-nav", "token"), NameRule("sphinxsidebar"),
 )
 # Only these elements are tested against CHROME_NAMES (with a class or id): chrome is a block.
-CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "dl", "table", "form", "p")
+# (Definition lists and tables are left out: API docs hold thousands of classed ones, and the
+# chrome among them sits inside a chrome <div> anyway.)
+CHROME_CANDIDATE_TAGS: tuple[str, ...] = ("div", "section", "ul", "ol", "form", "p")
 # ids are tested on these only: sectioning generators give every <section> an id from its heading.
 CHROME_ID_TAGS: tuple[str, ...] = ("div",)
 # A block named like chrome that holds more than this share of the page's text is content.
@@ -83,8 +85,10 @@ ROOT_CONTAINER_TAGS: frozenset[str] = frozenset({
     "div", "section", "article", "main", "font", "center", "form", "span", "td", "tbody", "tr",
     "table",
 })
-# A candidate root with less than this share of the page's text is not trusted (fall back to body).
+# A declared main with less than this share of the page's text is not trusted (fall back to body),
+# unless it holds at least ROOT_TRUSTED_CHARS characters of text.
 ROOT_MIN_SHARE = 0.2
+ROOT_TRUSTED_CHARS = 2000
 
 # A block that lost chrome children and keeps at most this many words (and no heading) is residue.
 RESIDUE_MAX_WORDS = 25
