@@ -3,9 +3,9 @@
 Speed comes from letting lexbor do the per-node work: the text of a paragraph is one C call (a
 <br> was turned into a marker text node by ``boilerplate.classify``), so Python walks only the
 block structure. Inline code and emphasis stay plain text: wrapping them in Markdown marks cost
-more Python per page than all the rest of the rendering, and a section reads the same without. That walk is iterative (an explicit
-stack), so 10,000 nested divs cost a list, not the Python stack; block renderers recurse but
-flatten to plain text past a depth bound.
+more Python per page than all the rest of the rendering, and a section reads the same without.
+The walk is iterative (an explicit stack), so 10,000 nested divs cost a list, not the Python
+stack; block renderers recurse but flatten to plain text past a depth bound.
 """
 
 from __future__ import annotations
