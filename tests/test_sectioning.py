@@ -255,6 +255,8 @@ def test_format_section_tree_shows_the_outline() -> None:
     assert lines[0].startswith("Example page") and "status: ok, 2 sections" in lines[1]
     assert "h1 A #a" in tree and "  h2 B" in tree and "alpha text" in tree
     assert "status: empty" in format_section_tree(parse_sections(b"", URL))
+    framed = format_section_tree(parse("<main><h1>Top</h1><h2>Mid</h2><h3>Leaf</h3><p>x</p></main>"))
+    assert framed.splitlines()[2:5] == ["§ Top", "  § Mid", "    h3 Leaf  [1 words]"]
 
 
 def test_short_page_content_beside_a_sidebar_survives() -> None:

@@ -17,8 +17,16 @@ def format_section_tree(page: ParsedPage, *, preview: bool = True) -> str:
     head = page.title or page.url
     lines = [f"{head}  <{page.url}>", f"status: {page.status}" + (f" ({page.error})" if page.error else "")
              + f", {len(page.sections)} sections"]
+    shown: set[tuple[str, ...]] = set()
     for s in page.sections:
         depth = len(s.heading_path)
+        # headings with no text of their own still frame their children: show them once
+        for i in range(1, depth):
+            prefix = s.heading_path[:i]
+            if prefix not in shown:
+                shown.add(prefix)
+                lines.append(f"{'  ' * (i - 1)}§ {prefix[-1]}")
+        shown.add(s.heading_path)
         indent = "  " * max(depth - 1, 0)
         label = s.heading if s.heading else "(before the first heading)"
         tag = f"h{s.level}" if s.level else "--"
