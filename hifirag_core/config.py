@@ -127,6 +127,11 @@ class FetchConfig(Section):
 class SectioningConfig(Section):
     max_section_chars: int = 4000  # longer sections are split at paragraph boundaries
     min_section_chars: int = 1
+    # larger pages get status "too_large" without being parsed: bounded time and memory per page
+    max_html_bytes: int = 10_000_000
+    # pages whose estimated parser work (tags x nesting depth) is larger get status "too_deep";
+    # 10,000 nested divs are 5e7 and parse in 0.3 s, the default allows about 1 s
+    max_nesting_work: int = 300_000_000
 
 
 class RedditConfig(Section):
@@ -139,6 +144,8 @@ class RedditConfig(Section):
     replace_more_limit: int = 0
     # Reddit's rules ask for "<platform>:<app id>:<version> (by /u/<username>)"; $REDDIT_USER_AGENT wins.
     user_agent: str = "python:hifirag:0.1 (research pipeline)"
+    keep_stickied: bool = False  # pinned moderator notices are not discussion
+    max_section_chars: int = 4000  # a longer comment chain is split at paragraph boundaries
 
 
 class SectionRankConfig(Section):

@@ -1,0 +1,71 @@
+"""HTML pages into heading-scoped Markdown sections (the paper's h1-h4 tree), boilerplate out.
+
+``parse_sections`` never raises on page content: a page it cannot read comes back with a status
+(``empty``, ``binary``, ``too_large``, ``too_deep``, ``no_text``, ``parse_error``) and no sections.
+"""
+
+from __future__ import annotations
+
+from selectolax.lexbor import LexborHTMLParser
+
+from hifirag_core.config import SectioningConfig
+from hifirag_core.sectioning.boilerplate import content_root, prune_edges, remove_boilerplate, remove_residue
+from hifirag_core.sectioning.decoding import decode_html
+from hifirag_core.sectioning.guards import nesting_work
+from hifirag_core.sectioning.markdown import bold_lines, walk
+from hifirag_core.sectioning.outline import build_sections
+from hifirag_core.sectioning.tree import format_section_tree
+from hifirag_core.sectioning.types import ParsedPage, ParsedSection
+from hifirag_core.text import normalize_ws
+
+__all__ = ["ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]
+
+
+def _title(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("title")
+    if node is None:
+        return None
+    return normalize_ws(node.text()) or None
+
+
+DEFAULT_CONFIG = SectioningConfig()  # frozen, so one shared default is safe
+
+
+def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
+                   config: SectioningConfig = DEFAULT_CONFIG) -> ParsedPage:
+    """Sections of one page in order: heading path, anchor, Markdown text, counts and a stable id."""
+    data = html.encode("utf-8") if isinstance(html, str) else bytes(html)
+    if len(data) > config.max_html_bytes:
+        return ParsedPage(url, None, (), "too_large",
+                          f"{len(data)} bytes is over sectioning.max_html_bytes={config.max_html_bytes}")
+    work = nesting_work(data, config.max_nesting_work)
+    if work > config.max_nesting_work:
+        return ParsedPage(url, None, (), "too_deep",
+                          f"nesting too deep to parse in bounded time (work estimate over "
+                          f"sectioning.max_nesting_work={config.max_nesting_work})")
+    decoded = decode_html(data, encoding if not isinstance(html, str) else "utf-8")
+    if decoded.status != "ok" or decoded.text is None:
+        return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
+    try:
+        # lexbor reads bytes as UTF-8: hand it the original bytes when that is what they are
+        tree = LexborHTMLParser(data if decoded.encoding == "utf-8" else decoded.text)
+        title = _title(tree)
+        scan = remove_boilerplate(tree)
+        root = content_root(tree, scan)
+        if root is None:
+            return ParsedPage(url, title, (), "no_text", "the page has no body", decoded.encoding)
+        remove_residue(scan, root)
+        prune_edges(root)
+        pseudo = scan.pseudo
+        # bold lines are headings only on a page that has no heading of any other kind
+        bold = bold_lines(root) if not pseudo and root.css_first("h1, h2, h3, h4") is None else {}
+        events = walk(root, pseudo, bold)
+        sections = build_sections(events, url, max_chars=config.max_section_chars,
+                                  min_chars=config.min_section_chars)
+    except Exception as exc:  # a parser or renderer failure on one page must not end a batch run
+        return ParsedPage(url, None, (), "parse_error", f"{type(exc).__name__}: {exc}", decoded.encoding)
+    if not sections:
+        return ParsedPage(url, title, (), "no_text", "no text outside the page's boilerplate", decoded.encoding)
+    if title is None:
+        title = next((s.heading for s in sections if s.heading), None)
+    return ParsedPage(url, title, tuple(sections), "ok", None, decoded.encoding)
