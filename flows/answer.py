@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.transactions import CommitMode, transaction
 
 from hifirag_core import stages
 from hifirag_core.corpus.store import CorpusError
@@ -123,7 +124,9 @@ class _StageRunner:
 def answer_question(question: Question, rt: Runtime, reuse: RunReuse) -> QuestionResult:
     """One question through the whole pipeline; each stage is its own cached, retried task."""
     run = _StageRunner(question, rt, reuse)
-    with question_deadline(rt.cfg.limits.deadline_s, start=run.started):
+    # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
+    # results only when the whole question ends: a crash mid-question would lose every finished stage.
+    with question_deadline(rt.cfg.limits.deadline_s, start=run.started), transaction(commit_mode=CommitMode.EAGER):
         return _answer(run, rt)
 
 
