@@ -6,6 +6,7 @@ the recorded-thread source for offline runs and tests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, replace
@@ -271,3 +272,27 @@ class RecordedRedditSource:
         except json.JSONDecodeError as exc:
             raise RedditError(f"{path}: not JSON ({exc})") from None
         return thread_from_listing(data, url)
+
+
+# ---------------------------------------------------------------------------------------------
+# A thread as the fetch stage stores it (content-addressed JSON) and the sections stage reads it.
+# ---------------------------------------------------------------------------------------------
+
+
+def is_thread_url(url: str) -> bool:
+    """A Reddit discussion thread (``reddit.com/r/<sub>/comments/<id>``, ``redd.it/<id>``)."""
+    return bool(re.search(r"(?:^|\.)reddit\.com/r/[^/]+/comments/[a-z0-9]+|(?://|^)redd\.it/[a-z0-9]+", url,
+                          re.IGNORECASE))
+
+
+def thread_to_json(thread: RedditThread) -> bytes:
+    return json.dumps(dataclasses.asdict(thread), ensure_ascii=False, sort_keys=True).encode()
+
+
+def _comment_from_dict(data: dict[str, Any]) -> RedditComment:
+    return RedditComment(**{**data, "replies": tuple(_comment_from_dict(r) for r in data.get("replies", ()))})
+
+
+def thread_from_json(data: bytes) -> RedditThread:
+    obj = json.loads(data)
+    return RedditThread(**{**obj, "comments": tuple(_comment_from_dict(c) for c in obj.get("comments", ()))})

@@ -20,7 +20,7 @@ from hifirag_core.embeddings import Embedder
 from hifirag_core.examples import ExampleSet
 from hifirag_core.limits import RunGuards
 from hifirag_core.records import PageRecord
-from hifirag_core.reddit import RedditSource
+from hifirag_core.reddit import RecordedRedditSource, RedditSource
 from hifirag_core.reuse import PageCache, StoredRun
 from hifirag_core.warehouse import Warehouse
 
@@ -97,7 +97,8 @@ def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet,
         LocalFetcher(index, blobs) if index is not None and cfg.backends.fetch == "local"
         else factory.build_fetcher(cfg, guards=guards, allow_loopback=cfg.fetch.allow_loopback)
     )
-    reddit = factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw" else None
+    reddit = (factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw"
+              else RecordedRedditSource(data_root / "reddit"))
     page_cache = PageCache(data_root / "cache" / "pages.sqlite") if cfg.backends.fetch != "local" else None
     evidence_pages = StoredRun(Warehouse(data_root), evidence_from).pages_by_url() if evidence_from else None
     return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, reddit, examples,

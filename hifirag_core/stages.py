@@ -29,6 +29,7 @@ from hifirag_core.backends.base import (
     ChatTurn,
     Conversation,
     Decision,
+    FetchResult,
     PageOverview,
     SectionPreview,
     SourceDoc,
@@ -56,6 +57,15 @@ from hifirag_core.records import (
     UrlDecisionRecord,
     content_row,
     utcnow,
+)
+from hifirag_core.reddit import (
+    RedditError,
+    RedditThreadNotFound,
+    is_thread_url,
+    select_tree,
+    thread_from_json,
+    thread_sections,
+    thread_to_json,
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
@@ -346,7 +356,8 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
             records.append(replace(reused, run_id="", question_id="", order=order, title=decision.title,
                                    reused_from=source))
             continue
-        result = rt.fetcher.fetch(decision.url)
+        result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
+            rt.fetcher.fetch(decision.url)
         digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
         page = PageRecord(
             url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
@@ -363,6 +374,20 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
     return StageOutput("fetch", records)
 
 
+def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
+    """A Reddit thread through the Reddit source, stored as the thread's JSON (comment tree and all)."""
+    assert rt.reddit is not None
+    try:
+        thread = rt.reddit.thread(url)
+    except RedditThreadNotFound as exc:
+        return FetchResult(url=url, status="not_found", fetcher=rt.reddit.name, error=str(exc))
+    except (BackendError, RedditError) as exc:
+        return FetchResult(url=url, status=failure_status(exc) if isinstance(exc, BackendError) else "failed",
+                           fetcher=rt.reddit.name, error=f"{type(exc).__name__}: {exc}")
+    return FetchResult(url=url, status="ok", fetcher=rt.reddit.name, final_url=thread.url, http_status=200,
+                       content_type="application/json", body=thread_to_json(thread), kind="reddit")
+
+
 def _charset(content_type: str | None) -> str | None:
     match = re.search(r"charset=([\w.-]+)", content_type or "", re.IGNORECASE)
     return match.group(1) if match else None
@@ -374,8 +399,12 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         assert isinstance(page, PageRecord)
         if not page.ok or page.content_sha256 is None:
             continue
-        parsed = parse_sections(rt.blobs.get(page.content_sha256), page.final_url or page.url,
-                                encoding=_charset(page.content_type), config=rt.cfg.sectioning)
+        body = rt.blobs.get(page.content_sha256)
+        if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
+            parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+        else:
+            parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
+                                    config=rt.cfg.sectioning)
         if parsed.status != OK:
             records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
             continue
