@@ -181,13 +181,14 @@ def ensure_corpus_for(plan: RunPlan, log) -> None:
     if "local" not in (cfg.backends.search, cfg.backends.fetch):
         return
     corpus = corpus_at(plan.data_root, cfg.corpus.name)
-    if corpus.exists():
+    if corpus.is_current():
         return
     if cfg.corpus.name != "docs":
-        raise CorpusError(f"the corpus {cfg.corpus.name!r} is not built; run `hifirag corpus build --name ...`")
+        state = "was built by an older version" if corpus.exists() else "is not built"
+        raise CorpusError(f"the corpus {cfg.corpus.name!r} {state}; run `hifirag corpus build --name ...`")
     from hifirag_core.corpus.build import build_default
 
-    log.info("Building the local documentation corpus (once; about half a minute) ...")
+    log.info("Building the local documentation corpus (once; under a minute) ...")
     built = build_default(corpus.root, corpus.blobs, log=log.info)
     log.info(f"Corpus built: {built.manifest()['pages']} pages")
 

@@ -402,6 +402,48 @@ def credibility(
                   "(credibility_summary, credibility_query_results, credibility_sensitivity, ...)")
 
 
+@app.command()
+def sections(
+    url: Annotated[str, typer.Argument(help="A page URL (or a Reddit thread URL) to parse.")],
+    live: Annotated[bool, typer.Option("--live", help="Fetch the page over HTTP if no run or corpus has it.")] = False,
+    name: Annotated[str, typer.Option(help="Corpus to look in.")] = "docs",
+    data_root: DataRoot = None,
+) -> None:
+    """Show how a page is parsed into sections: its heading tree with anchors, sizes and previews.
+
+    The page comes from the local corpus, else from the pages a run fetched, else (with --live)
+    from the web.
+
+    [bold]Example[/bold]: hifirag sections https://docs.python.org/3.11/faq/design.html
+    """
+    from hifirag_core.blobs import BlobStore
+    from hifirag_core.corpus.store import normalize_url
+    from hifirag_core.runtime import corpus_at
+    from hifirag_core.sectioning import format_section_tree, parse_sections
+
+    root = resolve_data_root(data_root)
+    blobs = BlobStore(root / "blobs")
+    corpus = corpus_at(root, name)
+    page = corpus.page(url) if corpus.exists() else None
+    body: bytes | None = blobs.get(page.sha256) if page else None
+    if body is None:
+        rows = Warehouse(root).query(
+            "SELECT content_sha256 FROM pages WHERE url = ? AND status = 'ok' ORDER BY fetched_at DESC LIMIT 1",
+            [normalize_url(url)]).rows
+        body = blobs.get(rows[0][0]) if rows and rows[0][0] in blobs else None
+    if body is None and live:
+        from hifirag_core.backends.factory import build_fetcher
+        from hifirag_core.config import build_config
+
+        result = build_fetcher(build_config(overrides={"backends": {"fetch": "http"}})).fetch(url)
+        if result.status != "ok" or result.body is None:
+            _fail(CorpusError(f"could not fetch {url}: {result.status} {result.error or ''}"))
+        body = result.body
+    if body is None:
+        _fail(CorpusError(f"{url} is in neither the corpus nor any run's pages; pass --live to fetch it"))
+    console.print(format_section_tree(parse_sections(body, url)), highlight=False, markup=False)
+
+
 # --- corpus ------------------------------------------------------------------------------------
 
 

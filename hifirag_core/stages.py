@@ -68,7 +68,7 @@ from hifirag_core.reddit import (
     thread_to_json,
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
-from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import split_sentences, word_count
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class StageOutput:
 
 # Bump a stage's version when its code changes what it outputs.
 STAGE_VERSIONS = {
-    "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": 1,
+    "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": f"1/{SECTIONER_VERSION}",
     "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
 }
 # The config each stage reads (and nothing else: other fields never invalidate it).

@@ -27,10 +27,10 @@ from hifirag_core.backends.base import SearchHit
 from hifirag_core.blobs import BlobStore
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
-from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import normalize_ws, split_sentences
 
-CORPUS_VERSION = 1
+CORPUS_VERSION = f"2/{SECTIONER_VERSION}"  # the page text comes from the sectioner
 SNIPPET_CHARS = 240
 
 
@@ -80,6 +80,10 @@ class Corpus:
 
     def exists(self) -> bool:
         return self.manifest_path.exists() and self.pages_path.exists()
+
+    def is_current(self) -> bool:
+        """Built, and by this version of the corpus code and the sectioner."""
+        return self.exists() and json.loads(self.manifest_path.read_text()).get("version") == CORPUS_VERSION
 
     def manifest(self) -> dict:
         if not self.exists():

@@ -18,7 +18,11 @@ from hifirag_core.sectioning.tree import format_section_tree
 from hifirag_core.sectioning.types import ParsedPage, ParsedSection
 from hifirag_core.text import normalize_ws
 
-__all__ = ["ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]
+__all__ = ["SECTIONER_VERSION", "ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]
+
+# Bump when a change alters the sections of some page: the sections stage's cache key and the local
+# corpus's index both carry it, so stale sections are never reused.
+SECTIONER_VERSION = "2"
 
 
 def _title(tree: LexborHTMLParser) -> str | None:
