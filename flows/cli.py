@@ -219,6 +219,136 @@ def _print_sql_hints(warehouse: Warehouse, run_id: str) -> None:
                   highlight=False)
 
 
+# --- evaluation --------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[str, typer.Option(help="mmu (MMU-RAGent, first 100 by default), faq-a (FAQ pages left out), "
+                                         "faq-b (known-item, everything in) or a JSONL path.")],
+    variants: Annotated[str, typer.Option(help="Variants to evaluate, comma-separated (see `hifirag variants`).")] = "final",
+    limit: Annotated[int | None, typer.Option(help="Only the first N questions \\[default: 100 for mmu, all otherwise].")] = None,
+    sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Comma-separated question ids.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Pipeline config override key=value for every "
+                                                   "variant (repeatable).")] = None,
+    eval_set: Annotated[list[str] | None, typer.Option("--eval-set", help="Evaluation setting key=value (repeatable), "
+                                                       "e.g. citation_support_threshold=0.6.")] = None,
+    deberta_path: Annotated[Path | None, typer.Option(envvar="HIFIRAG_DEBERTA_PATH", help="Local folder of "
+                                                      "microsoft/deberta-xlarge-mnli: BERTScore as the organisers "
+                                                      "computed it. Without it, MiniLM BERTScore (its own metric).")] = None,
+    baseline: Annotated[str | None, typer.Option(help="Evaluation id to compare with \\[default: the last passing "
+                                                 "evaluation of the same dataset fingerprint and variant].")] = None,
+    accept: Annotated[bool, typer.Option("--accept", help="Record a regression as accepted: it becomes the baseline "
+                                         "and the command exits 0.")] = False,
+    fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for the Markdown and HTML reports "
+                                              "\\[default: <data root>/reports/evaluations].")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Evaluate variants: run (or reuse) them, score every question, compare with the last evaluation, report.
+
+    Prints each variant's metrics with 95% bootstrap intervals (ROUGE-L, BERTScore beside its echo
+    floor, citation precision and recall, the known-item check on faq-b, length, cost and latency per
+    question), the paired difference to the last passing evaluation of the same data and variant, and
+    the paths of the Markdown and HTML reports. Exits 1 when a gated metric regressed (its interval
+    lies entirely below zero), 2 on bad input.
+
+    [bold]Example[/bold]: hifirag eval --dataset faq-a --variants final,rag_filters --sample 40
+    """
+    root = _setup(data_root)
+    from hifirag_core.evaluation.config import build_evaluation_config
+    from hifirag_core.evaluation.evaluate import plan_evaluation
+
+    names = [v.strip() for v in variants.split(",") if v.strip()]
+    try:
+        field_map = dict(pair.split("=", 1) for pair in fields.split(",")) if fields else None
+    except ValueError:
+        _fail(ValueError(f"--fields {fields!r}: expected name=field pairs separated by commas"))
+    settings = list(eval_set or []) + ([f"deberta_path={deberta_path}"] if deberta_path else [])
+    id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
+    try:  # validate everything before Prefect starts
+        cfg = build_evaluation_config(settings)
+        plan_evaluation(dataset, names, cfg=cfg, root=root, limit=limit, sample=sample, ids=id_list,
+                        overrides=set_ or [], fields=field_map, baseline=baseline, accept=accept)
+    except EXPECTED as exc:
+        _fail(exc)
+    if deberta_path and not deberta_path.is_dir():
+        err.print(f"note: {deberta_path} is not a folder; scoring with MiniLM BERTScore instead", highlight=False)
+    from flows.environment import stage_cache_at
+    from flows.evaluate import evaluate
+
+    params = dict(dataset=dataset, variants=names, limit=limit, sample=sample, ids=id_list, overrides=set_ or [],
+                  eval_settings=settings, data_root=str(root), fields=field_map, baseline=baseline, accept=accept,
+                  report_dir=str(out) if out else None)
+    try:
+        with stage_cache_at(root):
+            state = evaluate(**params, return_state=True)
+    except EXPECTED as exc:
+        _fail(exc)
+    result = state.result(raise_on_failure=False)
+    regressed = getattr(result, "outcome", None)
+    if regressed is not None:
+        result = regressed
+    if not isinstance(result, dict):
+        if isinstance(result, EXPECTED):
+            _fail(result)
+        raise result if isinstance(result, BaseException) else RuntimeError(f"evaluation ended {state.name}")
+    from rich.markdown import Markdown
+
+    console.print(Markdown(result["markdown"]))
+    console.print(f"\nReport: [bold]{result['html_path']}[/bold] (Markdown: {result['markdown_path']})", highlight=False)
+    console.print(f"Scores: hifirag sql \"SELECT * FROM evaluation_summary WHERE evaluation_id = "
+                  f"'{result['evaluation_id']}'\"", highlight=False, markup=False)
+    if state.is_failed():
+        err.print(f"[red]REGRESSED:[/red] {state.message}", highlight=False)
+        raise typer.Exit(1)
+
+
+@app.command("export-mmu")
+def export_mmu(
+    run_id: Annotated[str, typer.Argument(help="The run whose answers to export.")],
+    out: Annotated[Path | None, typer.Option(help="Output JSONL \\[default: <data root>/exports/<run id>.jsonl].")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2, no file) when a question has no answer, "
+                                         "instead of writing the fixed no-answer sentence.")] = False,
+    data_root: DataRoot = None,
+) -> None:
+    """Write the MMU-RAGent static submission file: {"query_id", "generated_response"} per line.
+
+    Every question of the run appears once, in file order, with a non-empty response. A question
+    without an answer gets a fixed sentence saying no answer was found (the format cannot mark an
+    answer as missing); the command lists those ids. With --strict it writes nothing instead.
+
+    [bold]Example[/bold]: hifirag export-mmu mmu_ragent-final-1a2b3c4d --out submission.jsonl
+    """
+    from hifirag_core.evaluation.export import NO_ANSWER_RESPONSE, build_submission, check_submission, write_submission
+
+    root = resolve_data_root(data_root)
+    try:
+        submission = build_submission(Warehouse(root), run_id)
+    except EXPECTED as exc:
+        _fail(exc)
+    if submission.no_answer and strict:
+        listed = ", ".join(q for q, _ in submission.no_answer[:10])
+        _fail(WarehouseError(f"{len(submission.no_answer)} question(s) have no answer ({listed}); nothing written "
+                             "(drop --strict to write the fixed no-answer sentence for them)"))
+    path = write_submission(submission, out or root / "exports" / f"{run_id}.jsonl")
+    problems = check_submission(path, [line["query_id"] for line in submission.lines])
+    if problems:  # the writer's own contract; a failure here is a bug
+        _fail(WarehouseError(f"{path}: " + "; ".join(problems)))
+    console.print(f"Wrote {len(submission.lines)} responses to [bold]{path}[/bold] (run status "
+                  f"{submission.run_status}, dataset {submission.dataset}).", highlight=False)
+    if submission.dataset and submission.dataset != "mmu_ragent":
+        err.print(f"note: run {run_id} answered the {submission.dataset} set, not MMU-RAGent", highlight=False)
+    if submission.no_answer:
+        console.print(f"[yellow]{len(submission.no_answer)} question(s) had no answer[/yellow] and got the fixed "
+                      f"response {NO_ANSWER_RESPONSE!r}:", highlight=False)
+        for qid, why in submission.no_answer:
+            console.print(f"  {qid}: {why}", highlight=False, markup=False)
+    else:
+        console.print("Every question has an answer.")
+
+
 # --- warehouse ---------------------------------------------------------------------------------
 
 

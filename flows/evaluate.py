@@ -1,0 +1,103 @@
+"""The evaluate flow: answer (or reuse) each variant, score every question, gate, report.
+
+    plan ─► answer each variant (the answer flow, as a subflow; cached stages cost nothing)
+         ─► score each run ─► compare with the last passing evaluation of the same data ─► write
+         ─► Markdown artifact + HTML report ─► final state: Failed when a gated metric regressed
+
+The steps live in ``hifirag_core.evaluation``; this file only orders them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
+
+from flows.answer import answer_questions
+from hifirag_core.evaluation.config import build_evaluation_config
+from hifirag_core.evaluation.evaluate import (
+    EvaluationPlan,
+    RegressionDetected,
+    Scorer,
+    ScoredVariant,
+    build_report,
+    evaluation_records,
+    gate_variant,
+    outcome,
+    plan_evaluation,
+    regression_message,
+    score_variant,
+    write_evaluation,
+    write_report,
+)
+from hifirag_core.evaluation.report import VariantResult
+from hifirag_core.records import utcnow
+from hifirag_core.runs import data_root as resolve_data_root
+from hifirag_core.warehouse import Warehouse
+
+
+@task(name="score_run", task_run_name="score-{variant}", cache_policy=NO_CACHE, persist_result=False)
+def score_run(plan: EvaluationPlan, variant: str, run_id: str, scorer: Scorer) -> ScoredVariant:
+    """Score every question of one variant's run."""
+    return score_variant(Warehouse(plan.data_root), plan, variant, run_id, scorer)
+
+
+@task(name="compare_with_baseline", task_run_name="compare-{scored.variant}", cache_policy=NO_CACHE,
+      persist_result=False)
+def compare_with_baseline(plan: EvaluationPlan, scored: ScoredVariant) -> VariantResult:
+    """Paired differences to the last passing evaluation of the same data and variant, and the verdict."""
+    return gate_variant(Warehouse(plan.data_root), plan, scored)
+
+
+@flow(name="evaluate", log_prints=False)
+def evaluate(
+    dataset: str,
+    variants: list[str] | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    ids: list[str] | None = None,
+    overrides: list[str] | None = None,
+    eval_settings: list[str] | None = None,
+    data_root: str | None = None,
+    fields: dict[str, str] | None = None,
+    baseline: str | None = None,
+    accept: bool = False,
+    report_dir: str | None = None,
+):
+    """Evaluate variants on a dataset (``mmu``, ``faq-a``, ``faq-b`` or a JSONL path).
+
+    ``overrides`` are pipeline ``key=value`` settings (they apply to every variant); ``eval_settings``
+    are ``EvaluationConfig`` fields (``deberta_path=/models/deberta-xlarge-mnli``). ``baseline`` names
+    the evaluation to compare with (default: the last passing one of the same dataset fingerprint and
+    variant); ``accept`` records a regression as accepted so it becomes the next baseline. Returns the
+    outcome dict; when a gated metric regressed (and ``accept`` is off), the flow ends Failed.
+    """
+    log = get_run_logger()
+    started = utcnow()
+    root = resolve_data_root(data_root)
+    cfg = build_evaluation_config(eval_settings or [])
+    plan = plan_evaluation(dataset, variants or ["final"], cfg=cfg, root=root, limit=limit, sample=sample, ids=ids,
+                           overrides=overrides or [], fields=fields, baseline=baseline, accept=accept)
+    log.info(f"Evaluation {plan.evaluation_id}: {plan.dataset.note}; {len(plan.queries)} questions; "
+             f"variants {', '.join(plan.variants)}")
+    runs = [answer_questions(**plan.run_kwargs(variant)) for variant in plan.variants]
+    scorer = Scorer(cfg, root)
+    scored = [score_run(plan, variant, run["run_id"], scorer) for variant, run in zip(plan.variants, runs, strict=True)]
+    results = [compare_with_baseline(plan, s) for s in scored]
+    report = build_report(plan, results, scorer.spec.label if scorer.spec else None)
+    out_dir = Path(report_dir) if report_dir else root / "reports" / "evaluations"
+    md_path, html_path = write_report(report, out_dir)
+    warehouse = Warehouse(root)
+    write_evaluation(warehouse, plan, evaluation_records(plan, scored, results, started, html_path))
+    result = outcome(plan, results, md_path, html_path, runs)
+    create_markdown_artifact(markdown=result["markdown"], key=f"evaluation-{plan.dataset.slug}"[:100],
+                             description=f"Evaluation {plan.evaluation_id}")
+    log.info(f"Report: {html_path}")
+    if result["regressed"]:
+        message = regression_message(result)
+        log.error(message)
+        return Failed(message=message, data=RegressionDetected(message, result))
+    return result

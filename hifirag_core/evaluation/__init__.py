@@ -1,0 +1,1 @@
+"""Evaluation: score answer runs, compare them with paired intervals, gate regressions, report."""

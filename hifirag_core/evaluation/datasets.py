@@ -1,0 +1,75 @@
+"""The data sets an evaluation runs on, and what makes two evaluations comparable.
+
+* ``mmu`` (``mmu_ragent``): the MMU-RAGent text-to-text validation set; the paper scores its first
+  100 lines, so that is the default selection. Questions whose reference is null are reported as
+  unscorable, never scored.
+* ``faq-a``: the FAQ set with the FAQ pages left out of the corpus (their text is the gold
+  answer); answers are scored against the gold answers.
+* ``faq-b``: the FAQ set over the whole corpus, known-item: is the gold section kept by section
+  ranking and its page cited.
+* any JSONL path with ``query`` and ``reference`` (or fields mapped with ``fields``).
+
+An evaluation's *dataset fingerprint* covers the selected questions (ids, queries, references)
+and the protocol (the corpus exclusions it implies), so protocol (a) and (b) of the same
+questions never compare with each other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir
+from hifirag_core.hashing import stable_hash
+from hifirag_core.questions import QuestionSet
+
+MMU_PAPER_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class EvalDataset:
+    """A question file, the protocol's config overrides, and the default selection."""
+
+    name: str  # mmu_ragent | faq_a | faq_b | custom:<stem>
+    path: Path
+    overrides: tuple[str, ...] = ()
+    default_limit: int | None = None
+    fields: dict[str, str] | None = None
+    note: str = ""
+    # Score the known-item check (gold section kept and cited): True, False, or None for "where
+    # the questions say where their answer lives" (gold_url).
+    known_item: bool | None = None
+
+    @property
+    def slug(self) -> str:
+        """The name in ids and artifact keys: lower-case letters, digits and dashes."""
+        return "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")
+
+    def fingerprint(self, questions: QuestionSet) -> str:
+        """Same questions and same protocol: comparable evaluations."""
+        return stable_hash({"questions": questions.fingerprint, "protocol": self.name.split(":")[0],
+                            "overrides": sorted(self.overrides)})
+
+
+def faq_exclusion() -> str:
+    """The override that leaves the FAQ pages out of the corpus (protocol a)."""
+    return f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}"
+
+
+def resolve_dataset(spec: str, fields: dict[str, str] | None = None) -> EvalDataset:
+    """A dataset name (``mmu``, ``faq-a``, ``faq-b``) or a path to a JSONL file of questions."""
+    shared = shared_data_dir()
+    key = spec.strip().lower().replace("_", "-")
+    if key in ("mmu", "mmu-ragent"):
+        return EvalDataset("mmu_ragent", shared / "mmu_ragent" / "t2t_val.jsonl", default_limit=MMU_PAPER_LIMIT,
+                           note="MMU-RAGent validation set: the first 100 lines, as the paper scored")
+    if key in ("faq-a", "faq"):
+        return EvalDataset("faq_a", shared / "docs_faq" / "faq_qa.jsonl", (faq_exclusion(),), known_item=False,
+                           note="FAQ protocol (a): FAQ pages left out of the corpus, scored against the gold answers")
+    if key == "faq-b":
+        return EvalDataset("faq_b", shared / "docs_faq" / "faq_qa.jsonl", known_item=True,
+                           note="FAQ protocol (b): every page in the corpus; is the gold section kept and cited")
+    path = Path(spec)
+    return EvalDataset(f"custom:{path.stem}", path, fields=fields,
+                       note=f"questions from {path}")

@@ -1,0 +1,128 @@
+"""Citation precision and recall with a similarity-based support score.
+
+An answer's text carries ``[n]`` markers after the sentence they cite (``[1][3]`` and ``[1, 3]``
+too); ``n`` numbers the answer's sources. For a sentence and a source, *support* is the best
+similarity between the sentence and any passage (sentence) of the source's text; the sentence is
+supported by the source when support reaches a calibrated threshold (see
+``hifirag_core/evaluation/config.py`` for how it was calibrated).
+
+* **recall**: the share of answer sentences supported by at least one of the sources they cite
+  (an uncited sentence is unsupported);
+* **precision**: the share of citations (sentence, cited source) whose source alone supports
+  the sentence; undefined (``None``) for an answer that cites nothing.
+
+Sentences under three words (list numbers, headings) are not claims and are skipped. The
+similarity is injected, so the definitions are tested with hand-made scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hifirag_core.text import split_sentences, word_count
+
+# One or more markers in a row: "[1]", "[1][2]", "[1, 2]", "[1] [3]".
+_MARKERS = re.compile(r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])+")
+_NUMBER = re.compile(r"\d+")
+_LIST_PREFIX = re.compile(r"^\s*(?:\d+[.)]|[-*+])\s+")
+MIN_CLAIM_WORDS = 3
+
+# (answer sentences, source passages) -> matrix of similarities in [-1, 1]
+Similarity = Callable[[list[str], list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class CitedSentence:
+    """An answer sentence without its markers, and the source numbers it cites."""
+
+    text: str
+    sources: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CitationScore:
+    """One answer's citation precision and recall, with the counts behind them."""
+
+    precision: float | None
+    recall: float | None
+    n_sentences: int
+    n_citations: int
+    n_supported_sentences: int
+    n_supported_citations: int
+
+
+def cited_sentences(text: str) -> list[CitedSentence]:
+    """Split a marked answer into claim sentences, each with the markers that follow it.
+
+    A run of markers belongs to the claim just before it, so the sentences between two runs
+    cite nothing; runs before the first claim (a writer that leads with them) go to that claim.
+    """
+    out: list[CitedSentence] = []
+    pos = 0
+    pending: tuple[int, ...] = ()
+    for match in _MARKERS.finditer(text):
+        claims = [CitedSentence(s, ()) for s in _claims(text[pos:match.start()])]
+        if claims and pending:
+            claims[0], pending = CitedSentence(claims[0].text, pending), ()
+        out.extend(claims)
+        numbers = tuple(int(n) for n in _NUMBER.findall(match.group()))
+        if out:
+            last = out[-1]
+            out[-1] = CitedSentence(last.text, tuple(dict.fromkeys(last.sources + numbers)))
+        else:
+            pending = tuple(dict.fromkeys(pending + numbers))
+        pos = match.end()
+    tail = [CitedSentence(s, ()) for s in _claims(text[pos:])]
+    if tail and pending:
+        tail[0] = CitedSentence(tail[0].text, pending)
+    return out + tail
+
+
+def _claims(segment: str) -> list[str]:
+    sentences = (_LIST_PREFIX.sub("", s).strip() for s in split_sentences(segment))
+    return [s for s in sentences if word_count(s) >= MIN_CLAIM_WORDS]
+
+
+def support_matrix(sentences: Sequence[str], sources: Mapping[int, Sequence[str]],
+                   similarity: Similarity) -> dict[int, np.ndarray]:
+    """Per source number: each sentence's support (its best similarity to any of the source's passages)."""
+    out: dict[int, np.ndarray] = {}
+    for number, passages in sources.items():
+        passages = [p for p in passages if p.strip()]
+        if not sentences or not passages:
+            out[number] = np.zeros(len(sentences), dtype=np.float32)
+            continue
+        sims = np.asarray(similarity(list(sentences), list(passages)), dtype=np.float32)
+        out[number] = sims.max(axis=1)
+    return out
+
+
+def citation_score(text: str, sources: Mapping[int, Sequence[str]], similarity: Similarity,
+                   threshold: float) -> CitationScore:
+    """Precision and recall of one marked answer against the passages of its numbered sources.
+
+    A marker naming a source that is not in ``sources`` counts as an unsupported citation.
+    """
+    claims = cited_sentences(text)
+    if not claims:
+        return CitationScore(None, None, 0, 0, 0, 0)
+    cited = {n for c in claims for n in c.sources if n in sources}
+    support = support_matrix([c.text for c in claims], {n: sources[n] for n in sorted(cited)}, similarity)
+    supported_sentences = supported_citations = n_citations = 0
+    for i, claim in enumerate(claims):
+        hits = [n in support and float(support[n][i]) >= threshold for n in claim.sources]
+        n_citations += len(hits)
+        supported_citations += sum(hits)
+        supported_sentences += any(hits)
+    precision = supported_citations / n_citations if n_citations else None
+    return CitationScore(precision, supported_sentences / len(claims), len(claims), n_citations,
+                         supported_sentences, supported_citations)
+
+
+def source_passages(text: str) -> list[str]:
+    """A source's text as the passages support is measured against: its sentences and list lines."""
+    return [s for s in split_sentences(text) if word_count(s) >= MIN_CLAIM_WORDS]
