@@ -87,8 +87,8 @@ def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationCon
     """Resolve the dataset, check every variant and the questions, and name the evaluation."""
     ds = resolve_dataset(dataset, fields)
     if not ds.path.exists():
-        raise ConfigError(f"dataset {dataset!r}: {ds.path} does not exist (the shared data lives in ../shared/data, "
-                          "or set HIFIRAG_SHARED_DATA)")
+        where = "" if ds.name.startswith("custom:") else " (the shared data: ../shared/data, or set HIFIRAG_SHARED_DATA)"
+        raise ConfigError(f"dataset {dataset!r}: no file {ds.path}{where}; datasets are mmu, faq-a, faq-b or a JSONL path")
     names = tuple(dict.fromkeys(v.strip() for v in variants if v.strip()))
     if not names:
         raise ConfigError("no variant to evaluate: pass --variants final,rag,...")
