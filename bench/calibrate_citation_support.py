@@ -1,6 +1,8 @@
 """Calibrate the citation support threshold (``EvaluationConfig.citation_support_threshold``).
 
-Support is the MiniLM cosine between an answer sentence and the best sentence of a source. On the
+Support is the MiniLM cosine between an answer sentence and the best sentence of a source, among the
+source's sentences that BM25 ranks highest for it (``metrics.citations.support_matrix``, as the
+evaluation computes it). On the
 FAQ set (``../shared/data/docs_faq/faq_qa.jsonl``), every gold-answer sentence of three or more
 words is paired with:
 
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.corpus.sources import shared_data_dir  # noqa: E402
 from hifirag_core.embeddings import Embedder  # noqa: E402
-from hifirag_core.metrics.citations import source_passages  # noqa: E402
+from hifirag_core.metrics.citations import SHORTLIST, source_passages, support_matrix  # noqa: E402
 
 FAQ = shared_data_dir() / "docs_faq" / "faq_qa.jsonl"
 NEAREST = 5
@@ -66,22 +68,25 @@ def main() -> None:
     neg_page: list[float] = []
     neg_near: list[float] = []
 
-    def support(sentence_vec: np.ndarray, texts: list[str]) -> float:
-        return float((embedder.encode(texts) @ sentence_vec).max()) if texts else float("nan")
+    def similarity(a: list[str], b: list[str]) -> np.ndarray:
+        return embedder.encode(a) @ embedder.encode(b).T
+
+    def support(sentence: str, texts: list[str]) -> float:
+        """The evaluation's own support score (BM25 shortlist, then MiniLM cosine)."""
+        return float(support_matrix([sentence], {1: texts}, similarity, SHORTLIST)[1][0])
 
     for i, r in enumerate(rows):
         sentences = passages[i]
         if len(sentences) < 2:
             continue
-        vecs = embedder.encode(sentences)
         same_page = [j for j in by_page[f"{r['corpus']}:{r['page']}"] if j != i]
         sims = qvecs @ qvecs[i]
         near = [int(j) for j in np.argsort(-sims) if int(j) != i and int(j) not in same_page][:NEAREST]
-        for k, vec in enumerate(vecs):
-            pos.append(support(vec, sentences[:k] + sentences[k + 1 :]))
-            verbatim.append(support(vec, sentences))
-            neg_page.extend(support(vec, passages[j]) for j in same_page if passages[j])
-            neg_near.extend(support(vec, passages[j]) for j in near if passages[j])
+        for k, sentence in enumerate(sentences):
+            pos.append(support(sentence, sentences[:k] + sentences[k + 1 :]))
+            verbatim.append(support(sentence, sentences))
+            neg_page.extend(support(sentence, passages[j]) for j in same_page if passages[j])
+            neg_near.extend(support(sentence, passages[j]) for j in near if passages[j])
     p, n = np.array(pos), np.array(neg_page + neg_near)
     thresholds = np.round(np.arange(0.30, 0.96, 0.01), 2)
     tpr = np.array([(p >= t).mean() for t in thresholds])

@@ -34,15 +34,17 @@ from hifirag_core.evaluation.evaluate import (
     write_report,
 )
 from hifirag_core.evaluation.report import VariantResult
+from hifirag_core.evaluation.scoring import computed_seconds
 from hifirag_core.records import utcnow
 from hifirag_core.runs import data_root as resolve_data_root
 from hifirag_core.warehouse import Warehouse
 
 
 @task(name="score_run", task_run_name="score-{variant}", cache_policy=NO_CACHE, persist_result=False)
-def score_run(plan: EvaluationPlan, variant: str, run_id: str, scorer: Scorer) -> ScoredVariant:
+def score_run(plan: EvaluationPlan, variant: str, run_id: str, scorer: Scorer,
+              known_seconds: dict[str, float]) -> ScoredVariant:
     """Score every question of one variant's run."""
-    return score_variant(Warehouse(plan.data_root), plan, variant, run_id, scorer)
+    return score_variant(Warehouse(plan.data_root), plan, variant, run_id, scorer, known_seconds)
 
 
 @task(name="compare_with_baseline", task_run_name="compare-{scored.variant}", cache_policy=NO_CACHE,
@@ -83,9 +85,12 @@ def evaluate(
                            overrides=overrides or [], fields=fields, baseline=baseline, accept=accept)
     log.info(f"Evaluation {plan.evaluation_id}: {plan.dataset.note}; {len(plan.queries)} questions; "
              f"variants {', '.join(plan.variants)}")
+    # A rerun replaces a run's stage rows with cache hits; keep the times of the stages as computed.
+    known_seconds = computed_seconds(Warehouse(root))
     runs = [answer_questions(**plan.run_kwargs(variant)) for variant in plan.variants]
     scorer = Scorer(cfg, root)
-    scored = [score_run(plan, variant, run["run_id"], scorer) for variant, run in zip(plan.variants, runs, strict=True)]
+    scored = [score_run(plan, variant, run["run_id"], scorer, known_seconds)
+              for variant, run in zip(plan.variants, runs, strict=True)]
     results = [compare_with_baseline(plan, s) for s in scored]
     report = build_report(plan, results, scorer.spec.label if scorer.spec else None)
     out_dir = Path(report_dir) if report_dir else root / "reports" / "evaluations"

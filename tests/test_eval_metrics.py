@@ -87,6 +87,22 @@ def test_support_is_the_best_passage_and_the_threshold_decides():
     assert citation_score(text, sources, _jaccard, threshold=0.81).precision == 0.0
 
 
+def test_a_long_source_is_shortlisted_by_bm25_and_still_supports_its_sentence():
+    filler = [f"unrelated filler sentence number {i} about tomatoes" for i in range(30)]
+    sources = {1: [*filler[:17], "the sync bandwidth is limited by max rate", *filler[17:]]}
+    calls: list[int] = []
+
+    def counting(a: list[str], b: list[str]) -> np.ndarray:
+        calls.append(len(b))
+        return _jaccard(a, b)
+
+    text = "The sync bandwidth is limited by max rate [1]."
+    assert citation_score(text, sources, counting, threshold=0.9, shortlist=3).precision == 1.0
+    assert calls == [3]  # three passages compared, not 31
+    assert citation_score(text, sources, counting, threshold=0.9, shortlist=None).precision == 1.0
+    assert calls[-1] == 31
+
+
 # --- BERTScore -----------------------------------------------------------------------------------
 
 

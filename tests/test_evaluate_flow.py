@@ -81,6 +81,12 @@ def test_a_worse_system_is_flagged_and_the_same_one_passes(evaluate_on_site, dat
     assert same.is_completed()
     assert same.result()["verdicts"] == {"final": "passed"}
     assert same.result()["baselines"] == {"final": first["evaluation_id"]}
+    # the rerun took every stage from the cache; its latency is still the time the stages took to compute
+    w = Warehouse(data_root)
+    latencies = w.query("SELECT run_id, min(value), count(value) FROM scores WHERE metric = 'latency_s' AND run_id IN "
+                        "(?, ?) GROUP BY run_id ORDER BY run_id", [first["evaluation_id"],
+                                                                   same.result()["evaluation_id"]]).rows
+    assert [n for _, _, n in latencies] == [3, 3] and latencies[0][1] == latencies[1][1] > 0
 
     worse = evaluate_on_site(overrides=[WORSE])
     assert worse.is_failed()
@@ -88,7 +94,6 @@ def test_a_worse_system_is_flagged_and_the_same_one_passes(evaluate_on_site, dat
     detected = worse.result(raise_on_failure=False)
     assert isinstance(detected, RegressionDetected)
     assert detected.outcome["regressed"]["final"]
-    w = Warehouse(data_root)
     verdict, regressed = w.query("SELECT verdict, regressed_metrics FROM evaluations WHERE run_id = ?",
                                  [detected.outcome["evaluation_id"]]).rows[0]
     assert verdict == "regressed" and "gold_section_cited" in regressed

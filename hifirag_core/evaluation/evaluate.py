@@ -157,7 +157,7 @@ class Scorer:
 
 
 def score_variant(warehouse: Warehouse, plan: EvaluationPlan, variant: str, run_id: str,
-                  scorer: Scorer) -> ScoredVariant:
+                  scorer: Scorer, known_seconds: dict[str, float] | None = None) -> ScoredVariant:
     """Every question of the variant's run scored, and each metric summarized with its interval."""
     questions = load_answers(warehouse, run_id)
     if not questions:
@@ -169,27 +169,38 @@ def score_variant(warehouse: Warehouse, plan: EvaluationPlan, variant: str, run_
         questions, variant=variant, dataset=plan.dataset.name, spec=scorer.spec,
         similarity=embedding_similarity(scorer.embedder.encode), support_threshold=scorer.cfg.citation_support_threshold,
         source_texts=load_source_texts(warehouse, run_id), known_item=known_item, costs=load_costs(warehouse, run_id),
-        latencies=load_latencies(warehouse, run_id), echo=scorer.echo(questions),
+        latencies=load_latencies(warehouse, run_id, known_seconds), echo=scorer.echo(questions),
         batch_size=scorer.cfg.bertscore_batch_size)
     values = by_metric(scored.records)
     config_rows = warehouse.query("SELECT config_hash FROM runs WHERE run_id = ?", [run_id]).rows
     return ScoredVariant(variant, run_id, scored.records, values, summarize(values, variant, plan.cfg),
                          len(questions), scored.n_answered, scored.unscorable,
-                         config_rows[0][0] if config_rows else None, stage_costs(warehouse, run_id, len(questions)),
+                         config_rows[0][0] if config_rows else None,
+                         stage_costs(warehouse, run_id, len(questions), known_seconds),
                          funnel(warehouse, run_id) if has_gold else None)
 
 
-def stage_costs(warehouse: Warehouse, run_id: str, n_questions: int) -> list[StageCost]:
+def stage_costs(warehouse: Warehouse, run_id: str, n_questions: int,
+                known_seconds: dict[str, float] | None = None) -> list[StageCost]:
     """Per stage: seconds per question when computed (cache hits count with their computing run's time),
     the share computed by this run, and the model calls' cost and tokens per question."""
-    timing = warehouse.query(
+    rows = warehouse.query(
         """WITH computed AS (
                SELECT cache_key, max(seconds) AS seconds FROM stage_runs
                WHERE NOT cached AND cache_key IS NOT NULL GROUP BY cache_key)
-           SELECT r.stage, avg(CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END),
-                  avg((NOT r.cached)::INT)
+           SELECT r.stage, r.cache_key, r.cached, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END
            FROM stage_runs r LEFT JOIN computed c USING (cache_key)
-           WHERE r.run_id = ? GROUP BY r.stage""", [run_id]).rows
+           WHERE r.run_id = ?""", [run_id]).rows
+    per_stage: dict[str, list[tuple[bool, float | None]]] = {}
+    for stage, key, cached, seconds in rows:
+        if seconds is None and known_seconds and key in known_seconds:
+            seconds = known_seconds[key]
+        per_stage.setdefault(stage, []).append((bool(cached), seconds))
+    timing = []
+    for stage, items in per_stage.items():
+        known = [sec for _, sec in items if sec is not None]
+        timing.append((stage, sum(known) / len(known) if known else None,
+                       sum(1 for cached, _ in items if not cached) / len(items)))
     calls = {stage: (float(cost or 0), int(tokens or 0)) for stage, cost, tokens in warehouse.query(
         """SELECT stage, sum(cost_usd), sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)
                                             + coalesce(tokens_thinking, 0))

@@ -102,8 +102,20 @@ def load_costs(warehouse: Warehouse, run_id: str) -> dict[str, tuple[float, int,
     return {qid: (float(cost), int(tin), int(tout), int(n)) for qid, cost, tin, tout, n in rows}
 
 
-def load_latencies(warehouse: Warehouse, run_id: str) -> dict[str, tuple[float | None, str, int, int]]:
-    """question -> (compute seconds or None, hash of its stage cache keys, stages from cache, stages)."""
+def computed_seconds(warehouse: Warehouse) -> dict[str, float]:
+    """Stage cache key -> the seconds it took where some run computed it (read before a rerun overwrites the
+    rows of a run with cache hits)."""
+    rows = warehouse.query("""SELECT cache_key, max(seconds) FROM stage_runs
+                              WHERE NOT cached AND cache_key IS NOT NULL GROUP BY cache_key""").rows
+    return {key: float(seconds) for key, seconds in rows}
+
+
+def load_latencies(warehouse: Warehouse, run_id: str,
+                   known: Mapping[str, float] | None = None) -> dict[str, tuple[float | None, str, int, int]]:
+    """question -> (compute seconds or None, hash of its stage cache keys, stages from cache, stages).
+
+    ``known`` adds compute times by cache key recorded before this run was last rerun.
+    """
     rows = warehouse.query(
         """WITH computed AS (
                SELECT cache_key, max(seconds) AS seconds FROM stage_runs
@@ -114,6 +126,8 @@ def load_latencies(warehouse: Warehouse, run_id: str) -> dict[str, tuple[float |
            WHERE r.run_id = ? ORDER BY r.question_id, r.stage""", [run_id]).rows
     by_question: dict[str, list[tuple[str, bool, str | None, float | None]]] = defaultdict(list)
     for qid, stage, cached, key, seconds in rows:
+        if seconds is None and known and key in known:
+            seconds = known[key]
         by_question[qid].append((stage, bool(cached), key, seconds))
     earlier = _earlier_latencies(warehouse)
     out: dict[str, tuple[float | None, str, int, int]] = {}

@@ -21,8 +21,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import bm25s
 import numpy as np
 
+from hifirag_core.retrieval import tokenize
 from hifirag_core.text import split_sentences, word_count
 
 # One or more markers in a row: "[1]", "[1][2]", "[1, 2]", "[1] [3]".
@@ -30,6 +32,7 @@ _MARKERS = re.compile(r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])+")
 _NUMBER = re.compile(r"\d+")
 _LIST_PREFIX = re.compile(r"^\s*(?:\d+[.)]|[-*+])\s+")
 MIN_CLAIM_WORDS = 3
+SHORTLIST = 8  # passages per sentence compared by similarity (the best by BM25)
 
 # (answer sentences, source passages) -> matrix of similarities in [-1, 1]
 Similarity = Callable[[list[str], list[str]], np.ndarray]
@@ -87,22 +90,44 @@ def _claims(segment: str) -> list[str]:
     return [s for s in sentences if word_count(s) >= MIN_CLAIM_WORDS]
 
 
-def support_matrix(sentences: Sequence[str], sources: Mapping[int, Sequence[str]],
-                   similarity: Similarity) -> dict[int, np.ndarray]:
-    """Per source number: each sentence's support (its best similarity to any of the source's passages)."""
+def support_matrix(sentences: Sequence[str], sources: Mapping[int, Sequence[str]], similarity: Similarity,
+                   shortlist: int | None = SHORTLIST) -> dict[int, np.ndarray]:
+    """Per source number: each sentence's support (its best similarity to any of the source's passages).
+
+    With ``shortlist``, only each sentence's ``shortlist`` best passages by BM25 are compared (their
+    union per source): a copied or paraphrased sentence shares its rare words with its passage, and
+    embedding every sentence of every cited section would dominate the cost of scoring.
+    """
     out: dict[int, np.ndarray] = {}
     for number, passages in sources.items():
         passages = [p for p in passages if p.strip()]
         if not sentences or not passages:
             out[number] = np.zeros(len(sentences), dtype=np.float32)
             continue
+        if shortlist is not None and len(passages) > shortlist:
+            passages = _shortlist(sentences, passages, shortlist)
         sims = np.asarray(similarity(list(sentences), list(passages)), dtype=np.float32)
         out[number] = sims.max(axis=1)
     return out
 
 
+def _shortlist(sentences: Sequence[str], passages: list[str], k: int) -> list[str]:
+    """The union over sentences of each one's ``k`` best passages by BM25, in passage order."""
+    doc_tokens = tokenize(passages)
+    if not any(doc_tokens):
+        return passages[:k]
+    index = bm25s.BM25()
+    index.index(doc_tokens, show_progress=False)
+    keep: set[int] = set()
+    for tokens in tokenize(list(sentences)):
+        if tokens:
+            scores = np.asarray(index.get_scores(tokens))
+            keep.update(int(i) for i in np.argsort(-scores, kind="stable")[:k])
+    return [p for i, p in enumerate(passages) if i in keep] or passages[:k]
+
+
 def citation_score(text: str, sources: Mapping[int, Sequence[str]], similarity: Similarity,
-                   threshold: float) -> CitationScore:
+                   threshold: float, shortlist: int | None = SHORTLIST) -> CitationScore:
     """Precision and recall of one marked answer against the passages of its numbered sources.
 
     A marker naming a source that is not in ``sources`` counts as an unsupported citation.
@@ -111,7 +136,7 @@ def citation_score(text: str, sources: Mapping[int, Sequence[str]], similarity: 
     if not claims:
         return CitationScore(None, None, 0, 0, 0, 0)
     cited = {n for c in claims for n in c.sources if n in sources}
-    support = support_matrix([c.text for c in claims], {n: sources[n] for n in sorted(cited)}, similarity)
+    support = support_matrix([c.text for c in claims], {n: sources[n] for n in sorted(cited)}, similarity, shortlist)
     supported_sentences = supported_citations = n_citations = 0
     for i, claim in enumerate(claims):
         hits = [n in support and float(support[n][i]) >= threshold for n in claim.sources]
