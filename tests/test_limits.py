@@ -116,6 +116,31 @@ def test_transient_errors_are_retried_and_attempts_counted() -> None:
     assert clock.sleeps[0] == 5.0 and 0.5 <= clock.sleeps[1] <= 1.0 * 2
 
 
+@pytest.mark.parametrize(("refusal", "second_start"), [
+    (TransientError("429", retry_after=1.0, rate_limited=True), 1001.0),  # not counted: retry at once
+    (TransientError("503", retry_after=1.0), 1060.0),  # the server ran it: the start stays counted
+])
+def test_a_call_refused_for_the_rate_limit_gives_its_start_back(refusal: TransientError,
+                                                                 second_start: float) -> None:
+    clock = FakeClock()
+    policy = RetryPolicy(retries=3, sleep=clock.sleep, rng=random.Random(0))
+    guard = ProviderGuard("p", RateLimiter(rpm=2, clock=clock, sleep=clock.sleep), policy, None)
+    starts: list[float] = []
+    outcomes: list[object] = ["first", refusal, "second"]
+
+    def fn(timeout: float) -> object:
+        starts.append(clock.now)
+        out = outcomes.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    assert guard.call(fn, timeout=3, paid=False) == ("first", 1)
+    assert guard.call(fn, timeout=3, paid=False) == ("second", 2)
+    assert starts == [1000.0, 1000.0, second_start]
+    assert guard.limiter.refunded == (1 if refusal.rate_limited else 0)
+
+
 def test_retries_run_out() -> None:
     guard, clock = make_guard(retries=2)
     calls = []
