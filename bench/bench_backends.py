@@ -8,6 +8,8 @@ serve the local documentation corpus (FAQ pages excluded) as the web, and enforc
 requests-per-minute limits server-side (429 with Gemini's RetryInfo or Retry-After) that the
 client is configured with: Gemini per model (``--rpm`` for the writer, gemini-2.5-pro;
 ``--filter-rpm`` for gemini-2.5-flash), Programmable Search with the config's ``google`` limit.
+Each fake answers exactly its latency after a request arrives, its own work (a BM25 search with
+snippets, a reply built from the prompt) included rather than added.
 The flow runs in a child process with a fresh data root and a fresh Prefect home (cold caches, its
 own temporary Prefect server), on ``--questions`` FAQ questions (``docs_faq/faq_qa.jsonl``,
 ``sample=N``) at ``--concurrency`` questions in flight (default: the config's).
@@ -26,7 +28,9 @@ How the bound is computed (printed with every term):
 * Throughput bound (questions/min) = the smallest of
   - questions in flight: concurrency x 60 / mean critical path (Little's law: every slot busy
     with no gap between questions);
-  - for each rate-limited provider key: its rpm limit / its mean calls per question;
+  - for each rate-limited provider key: its rpm limit / its mean calls per question (the client
+    keeps its minute ``limits.WINDOW_MARGIN_S`` longer than the server's; the bound does not
+    grant that back);
   - for each provider key with a client-side concurrency limit: slots x 60 /
     (mean calls per question x call latency), the most calls those slots can complete.
 
@@ -211,6 +215,8 @@ def measure(setup: Setup, label: str) -> dict:
         load_after = os.getloadavg()
         if done.returncode != 0:
             raise SystemExit(f"the flow failed; see {root / 'flow.log'}")
+        # kept with the result so that --report-only uses the limits this run had
+        config = effective_config(setup.overrides).model_dump(mode="json")
         child = json.loads(done.stdout.strip().splitlines()[-1])
         served = {
             "gemini_models": dict(fakes.gemini.models), "gemini_kinds": dict(fakes.gemini.kinds),
@@ -219,7 +225,8 @@ def measure(setup: Setup, label: str) -> dict:
             "scrape_requests": fakes.scrapingdog.count(lambda r: r.path.rstrip("/") == "/scrape"),
             "scrapingdog_429": fakes.scrapingdog.rate_limited_count,
         }
-    return {"setup": asdict(setup), "child": child, "served": served, "load": [load_before, load_after]}
+    return {"setup": asdict(setup), "config": config, "child": child, "served": served,
+            "load": [load_before, load_after]}
 
 
 # --- the bound --------------------------------------------------------------------------------
@@ -335,7 +342,8 @@ def stage_table(root: Path, stage_path: dict[str, float]) -> Iterator[str]:
 
 def report(result: dict, root: Path) -> Iterator[str]:
     setup = Setup(**result["setup"])
-    cfg = effective_config(setup.overrides)
+    cfg = (PipelineConfig.model_validate(result["config"]) if "config" in result
+           else effective_config(setup.overrides))
     calls = observed_calls(root, cfg)
     bound = compute_bound(calls, cfg, setup)
     child, served = result["child"], result["served"]
