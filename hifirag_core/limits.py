@@ -116,10 +116,13 @@ class RateLimiter:
             except TransientError as exc:
                 # Our window starts a call when we send it, the server's when it arrives, so a
                 # call sent the moment our window allows can reach a server whose window is not
-                # yet free. The server refused it without counting it: keeping the start would
-                # leave our window a call short of the server's for a whole minute, a lost slot
-                # per refusal (7 of 100 writer calls in bench_backends at 12 rpm). The retry
-                # still waits for the server's Retry-After and takes a new start.
+                # yet free. A refusal for the rate limit is turned away before any work, and we
+                # take it as not counted (the fakes do not count it; providers do not document
+                # it either way). Keeping the start would leave our window a call short of the
+                # server's for a whole minute, a lost slot per refusal (7 of 100 writer calls in
+                # bench_backends at 12 rpm). The retry still waits for the server's Retry-After
+                # and takes a new start, so a server that did count it answers with another
+                # Retry-After, which the retry honours.
                 if exc.rate_limited:
                     self._refund(start)
                 raise
