@@ -22,9 +22,9 @@ How the bound is computed (printed with every term):
   of ``pages``.
 * Critical path of a question = the sum over stages of (sequential calls x that call's latency),
   because the flow runs a question's stages in order and, within a stage, calls one after
-  another (the two search queries, the fetched pages) -- except section ranking, whose per-page
-  calls run in parallel (up to ``PAGE_PARALLELISM``): it costs ceil(calls / PAGE_PARALLELISM)
-  filter latencies. Local work (sectioning, parsing, writing) counts as zero.
+  another (the two search queries) -- except fetching and section ranking, whose per-page calls
+  run in parallel (up to ``PAGE_PARALLELISM``): each costs ceil(calls / PAGE_PARALLELISM)
+  latencies. Local work (sectioning, parsing, writing) counts as zero.
 * Throughput bound (questions/min) = the smallest of
   - questions in flight: concurrency x 60 / mean critical path (Little's law: every slot busy
     with no gap between questions);
@@ -293,7 +293,7 @@ def compute_bound(calls: dict[str, QuestionCalls], cfg: PipelineConfig, setup: S
                 waves = math.ceil(k / PAGE_PARALLELISM) if stage == "section_rank" else k
                 stage_path[stage] += waves * latency.get(model, 0.0) / n
         stage_path["search"] += qc.search * setup.search_latency / n
-        stage_path["fetch"] += qc.scrape * setup.scrape_latency / n
+        stage_path["fetch"] += math.ceil(qc.scrape / PAGE_PARALLELISM) * setup.scrape_latency / n
         per_key[keys["search"]] += qc.search / n
         per_key[keys["fetch"]] += qc.scrape / n
     critical = sum(stage_path.values())
