@@ -96,15 +96,13 @@ class _StageRunner:
             output = stages.failed_output(stage, self.question, "the question's deadline passed",
                                           status="deadline_exceeded", upstream=upstream)
         else:
-            # the same key the task's cache policy computes, kept in the ledger
-            inputs = {name: value for name, value in params.items() if name != "rt"}
-            key = stages.cache_key(stage, {"question": self.question, **inputs}, self.rt)
             options = _task_options(stage, self.rt)
             if self.reuse.recompute(stage, self.question.id):  # a reprocess recomputes, cached or not
                 options["refresh_cache"] = True
             if options:
                 stage_task = stage_task.with_options(**options)
             state = stage_task(question=self.question, **params, return_state=True)
+            key = state.state_details.cache_key  # what the task's cache policy computed, for the ledger
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"
             else:
@@ -151,11 +149,12 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
 def write_question(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
     """Persist every stage's rows, and its LLM calls (marked as reused when the stage was cached)."""
     qid = result.question.id
+    calls = []
     for output, ledger in zip(result.outputs, result.ledger, strict=True):
         warehouse.write(output.table, output.records, run_id=run_id, stage=output.stage, question_id=qid)
-        calls = [replace(c, cache_hit=True) if ledger.cached else c for c in output.calls]
-        warehouse.write("llm_calls", calls, run_id=run_id, stage=output.stage, question_id=qid)
-        warehouse.write("stage_runs", [ledger], run_id=run_id, stage=output.stage, question_id=qid)
+        calls += [replace(c, cache_hit=True) if ledger.cached else c for c in output.calls]
+    warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
+    warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
 
 
 def _submit_windowed(questions: list[Question], rt: Runtime, reuse: RunReuse, window: int):
