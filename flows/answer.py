@@ -96,13 +96,15 @@ class _StageRunner:
             output = stages.failed_output(stage, self.question, "the question's deadline passed",
                                           status="deadline_exceeded", upstream=upstream)
         else:
+            # the key the task's cache policy computes too (Prefect does not hand it back), for the ledger
+            inputs = {name: value for name, value in params.items() if name != "rt"}
+            key = stages.cache_key(stage, {"question": self.question, **inputs}, self.rt)
             options = _task_options(stage, self.rt)
             if self.reuse.recompute(stage, self.question.id):  # a reprocess recomputes, cached or not
                 options["refresh_cache"] = True
             if options:
                 stage_task = stage_task.with_options(**options)
             state = stage_task(question=self.question, **params, return_state=True)
-            key = state.state_details.cache_key  # what the task's cache policy computed, for the ledger
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"
             else:
