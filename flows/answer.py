@@ -96,7 +96,7 @@ class _StageRunner:
             output = stages.failed_output(stage, self.question, "the question's deadline passed",
                                           status="deadline_exceeded", upstream=upstream)
         else:
-            # the same key the task's cache policy computes, kept in the ledger
+            # the key the task's cache policy computes too (Prefect does not hand it back), for the ledger
             inputs = {name: value for name, value in params.items() if name != "rt"}
             key = stages.cache_key(stage, {"question": self.question, **inputs}, self.rt)
             options = _task_options(stage, self.rt)
@@ -151,11 +151,12 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
 def write_question(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
     """Persist every stage's rows, and its LLM calls (marked as reused when the stage was cached)."""
     qid = result.question.id
+    calls = []
     for output, ledger in zip(result.outputs, result.ledger, strict=True):
         warehouse.write(output.table, output.records, run_id=run_id, stage=output.stage, question_id=qid)
-        calls = [replace(c, cache_hit=True) if ledger.cached else c for c in output.calls]
-        warehouse.write("llm_calls", calls, run_id=run_id, stage=output.stage, question_id=qid)
-        warehouse.write("stage_runs", [ledger], run_id=run_id, stage=output.stage, question_id=qid)
+        calls += [replace(c, cache_hit=True) if ledger.cached else c for c in output.calls]
+    warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
+    warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
 
 
 def _submit_windowed(questions: list[Question], rt: Runtime, reuse: RunReuse, window: int):

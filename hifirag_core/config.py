@@ -208,8 +208,13 @@ class CredibilityConfig(Section):
 
 # Requests in flight at once per provider (a "provider:model" key overrides the provider's).
 # Reddit is 1 because praw is not thread-safe; the adapter serializes its calls anyway.
+# Gemini meters requests and tokens per minute, not connections, so its cap only bounds sockets
+# and threads: 32 is what the flow can have in flight at the default concurrency (4 questions
+# whose pages are ranked 8 at a time, stages.PAGE_PARALLELISM). With 8, questions that reached
+# section ranking together queued behind each other (bench/bench_backends.py: 23 of 294 ranking
+# calls waited a whole call), and the rpm limit is what should throttle.
 DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
-    "gemini": 8, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
+    "gemini": 32, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
 }
 # Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
 # 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are

@@ -9,6 +9,7 @@ warehouse writer stamps the run id when it persists them. Content fields are ``N
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -305,6 +306,7 @@ def _arrow_type(hint: Any) -> pa.DataType:
         raise TypeError(f"no Arrow type for {hint!r}") from None
 
 
+@functools.cache
 def arrow_schema(cls: type[Record]) -> pa.Schema:
     """The Parquet schema of a record type, derived from its type hints."""
     hints = get_type_hints(cls, include_extras=False)

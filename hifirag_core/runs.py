@@ -153,6 +153,7 @@ def run_record(plan: RunPlan, **fields: Any) -> RunRecord:
 
 def start_run(warehouse: Warehouse, plan: RunPlan) -> RunRecord:
     """Record the run as running and its questions as its input."""
+    warehouse.uncompact_run(plan.run_id)  # a rerun of a finished run writes its keys again
     record = run_record(plan, status="running", started_at=utcnow())
     warehouse.write("runs", [record], run_id=plan.run_id, stage="run")
     for q in plan.questions.questions:

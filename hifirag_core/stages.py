@@ -88,7 +88,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("answer", "answers"),
 )
 STAGE_NAMES = tuple(s for s, _ in STAGES)
-# Pages whose sections are judged at once within one question (the provider's limits still apply).
+# Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
 PAGE_PARALLELISM = 8
 STAGE_TABLE = dict(STAGES)
 
@@ -344,18 +344,26 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
 
 
 def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
-    """Fetch the kept URLs, taking a page from the pinned evidence or the page cache when it has one."""
-    records: list[Record] = []
-    for order, decision in enumerate(kept_urls(decisions)[: rt.cfg.fetch.max_pages], 1):
+    """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
+
+    The fetchers keep their own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
+    """
+    chosen = list(enumerate(kept_urls(decisions)[: rt.cfg.fetch.max_pages], 1))
+    records: dict[int, PageRecord] = {}
+    to_fetch = []
+    for order, decision in chosen:
         reused, source = None, None
         if rt.evidence_pages is not None and decision.url in rt.evidence_pages:
             reused, source = rt.evidence_pages[decision.url], f"evidence:{rt.evidence_run}"
         elif rt.page_cache is not None:
             reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
         if reused is not None:
-            records.append(replace(reused, run_id="", question_id="", order=order, title=decision.title,
-                                   reused_from=source))
-            continue
+            records[order] = replace(reused, run_id="", question_id="", order=order, title=decision.title,
+                                     reused_from=source)
+        else:
+            to_fetch.append((order, decision))
+
+    def fetch_one(order: int, decision: UrlDecisionRecord) -> PageRecord:
         result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
             rt.fetcher.fetch(decision.url)
         digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
@@ -367,11 +375,19 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         )
         if rt.page_cache is not None:
             rt.page_cache.put(page)
-        records.append(page)
-    failed = [r for r in records if not r.ok]
-    if records and len(failed) == len(records) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
-        raise TransientError(f"all {len(records)} fetches failed; first: {failed[0].error}")
-    return StageOutput("fetch", records)
+        return page
+
+    if to_fetch:
+        with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(to_fetch))) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, fetch_one, order, d) for order, d in to_fetch]
+            for future in futures:
+                page = future.result()
+                records[page.order] = page
+    ordered: list[Record] = [records[order] for order, _ in chosen]
+    failed = [r for r in ordered if not r.ok]
+    if ordered and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+        raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
+    return StageOutput("fetch", ordered)
 
 
 def _fetch_thread(url: str, rt: Runtime) -> FetchResult:

@@ -37,6 +37,9 @@ from hifirag_core.records import TABLES, Record, arrow_schema, to_table
 
 VIEWS_DIR = PROJECT_ROOT / "warehouse" / "views"
 COMPACTED = "_compacted.parquet"
+ALL_STAGES = "all"
+# Tables written whole per question (every stage's rows at once), keyed by question only.
+PER_QUESTION_TABLES = frozenset({"llm_calls", "stage_runs"})
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DUCKDB_TYPES = {
     pa.string(): "VARCHAR",
@@ -78,12 +81,16 @@ class Warehouse:
         return self.tables_dir / table / f"run_id={check_run_id(run_id)}"
 
     @staticmethod
-    def _key_file(stage: str, question_id: str) -> str:
+    def _key_file(stage: str | None, question_id: str) -> str:
         key = text_hash(question_id, 16) if question_id else "run"
-        return f"{stage}--{key}.parquet"
+        return f"{stage or ALL_STAGES}--{key}.parquet"
 
-    def write(self, table: str, records: Sequence[Record], *, run_id: str, stage: str, question_id: str = "") -> int:
+    def write(self, table: str, records: Sequence[Record], *, run_id: str, stage: str | None,
+              question_id: str = "") -> int:
         """Persist one stage's rows for one question, replacing any earlier write of the same key.
+
+        ``stage=None`` writes every stage's rows of the question at once (the rows keep their own
+        ``stage``), for tables written whole per question: ``llm_calls`` and ``stage_runs``.
 
         The run id and question id are stamped on every row (the records themselves are not
         changed, so they still fingerprint the same); rows may be empty (the stage ran and
@@ -119,12 +126,48 @@ class Warehouse:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _drop_from_compacted(self, compacted: Path, stage: str, question_id: str) -> None:
+    def _drop_from_compacted(self, compacted: Path, stage: str | None, question_id: str) -> None:
         """Remove a key's rows from the compacted file before that key is written again."""
         merged = pq.read_table(compacted)
-        same = pc.and_(pc.equal(merged["stage"], stage), pc.equal(merged["question_id"], question_id))
+        same = pc.equal(merged["question_id"], question_id)
+        if stage is not None:
+            same = pc.and_(pc.equal(merged["stage"], stage), same)
         if pc.any(same).as_py():
             self._atomic_write(merged.filter(pc.invert(same)), compacted)
+
+    def uncompact_run(self, run_id: str) -> int:
+        """Split a finished run's compacted files back into one file per key, before it is written again.
+
+        Writing a key of a compacted run means rewriting the compacted file without it; done for every
+        key of a rerun, that is quadratic. Split once, and the rerun's writes replace plain files.
+        """
+        split = 0
+        for part in self._partitions(run_id):
+            with self._lock(part):
+                compacted = part / COMPACTED
+                if not compacted.exists():
+                    continue
+                merged = pq.read_table(compacted)
+                per_question = part.parent.name in PER_QUESTION_TABLES
+                keys = merged.select(["question_id"] if per_question else ["stage", "question_id"])
+                groups: dict[tuple, list[int]] = {}
+                for i, key in enumerate(zip(*(keys[c].to_pylist() for c in keys.column_names), strict=True)):
+                    groups.setdefault(key, []).append(i)
+                for key, rows in groups.items():
+                    stage, qid = (None, key[0]) if per_question else key
+                    target = part / self._key_file(stage, qid)
+                    if not target.exists():  # a key file written since compaction is newer
+                        self._atomic_write(merged.take(rows), target)
+                        split += 1
+                compacted.unlink()
+        return split
+
+    def _partitions(self, run_id: str) -> list[Path]:
+        if not self.tables_dir.exists():
+            return []
+        check_run_id(run_id)
+        return [p / f"run_id={run_id}" for p in sorted(self.tables_dir.iterdir())
+                if (p / f"run_id={run_id}").is_dir()]
 
     def compact_run(self, run_id: str) -> int:
         """Merge each table's small files for a run into one; returns the files removed."""

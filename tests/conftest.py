@@ -96,3 +96,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "shared_data" in item.keywords:
             item.add_marker(skip)
+
+
+def corpus_web(data_root: Path):
+    """The test site's corpus as ``(search, page)`` for the search and scrape fakes."""
+    from hifirag_core.backends.offline import LocalSearch
+    from hifirag_core.runtime import open_corpus
+
+    corpus = open_corpus(data_root, "docs")
+    search = LocalSearch(corpus.index())
+
+    def page(url: str):
+        found = corpus.page(url)
+        return corpus.blobs.get(found.sha256) if found else None
+
+    return (lambda q, n: search.search(q, num=n)), page
+
+
+@pytest.fixture
+def web(data_root):
+    """Every fake service, the search and scrape fakes serving the test site; fake keys in the environment."""
+    from tests.fakes.services import fake_services
+
+    search, page = corpus_web(data_root)
+    with fake_services(search=search, page=page) as services, services.environment():
+        yield services

@@ -31,6 +31,8 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     (junk,) = w.query("SELECT count(*) FROM answers WHERE text ILIKE '%documentation generator%'").rows[0]
     assert junk == 0
     counts = {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0] for t in STAGE_TABLES}
+    keys = w.query("SELECT stage, cache_key FROM stage_runs WHERE run_id = ?", [run_id]).rows
+    assert all(key and key.startswith(stage) for stage, key in keys)  # each stage's cache key, in the ledger
 
     second = run_flow(questions_file)
     assert second["run_id"] == run_id  # the same questions and config: the same run

@@ -8,25 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.backends.offline import LocalSearch
-from hifirag_core.runtime import open_corpus
 from hifirag_core.warehouse import Warehouse
+from tests.conftest import corpus_web
 from tests.fakes.services import fake_services
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
-
-
-@pytest.fixture
-def web(data_root):
-    corpus = open_corpus(data_root, "docs")
-    search = LocalSearch(corpus.index())
-
-    def page(url: str):
-        found = corpus.page(url)
-        return corpus.blobs.get(found.sha256) if found else None
-
-    with fake_services(search=lambda q, n: search.search(q, num=n), page=page) as fakes, fakes.environment():
-        yield fakes
 
 
 def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questions_file, data_root, run_flow):
@@ -57,10 +43,8 @@ def test_gemini_google_scrapingdog_end_to_end_and_nothing_paid_twice(web, questi
 
 
 def test_openai_compatible_writer_with_reasoning_tags(data_root, questions_file, run_flow):
-    corpus = open_corpus(data_root, "docs")
-    search = LocalSearch(corpus.index())
-    with fake_services(search=lambda q, n: search.search(q, num=n), openai_think=True) as fakes, \
-            fakes.environment():
+    search, _ = corpus_web(data_root)
+    with fake_services(search=search, openai_think=True) as fakes, fakes.environment():
         overrides = [*fakes.config_overrides_pairs(llm="openai"), "backends.search=local", "backends.fetch=local",
                      "models.filter=local-small", "models.writer=local-large"]
         summary = run_flow(questions_file, overrides)

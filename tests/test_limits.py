@@ -16,6 +16,7 @@ from hifirag_core.backends.base import (
 )
 from hifirag_core.config import build_config
 from hifirag_core.limits import (
+    WINDOW_MARGIN_S,
     Budget,
     Deadline,
     ProviderGuard,
@@ -50,9 +51,11 @@ def test_rpm_limit_spaces_starts_over_a_sliding_minute() -> None:
     for _ in range(7):
         with limiter.slot():
             starts.append(clock.now)
-    # three at once, then each new start waits for the oldest to leave the 60 s window
-    assert starts == [1000.0, 1000.0, 1000.0, 1060.0, 1060.0, 1060.0, 1120.0]
-    assert limiter.waited_s == pytest.approx(120.0)
+    # three at once, then each new start waits for the oldest to leave the 60 s window (and the
+    # margin that keeps our window behind the server's)
+    m = WINDOW_MARGIN_S
+    assert starts == [1000.0, 1000.0, 1000.0, 1060.0 + m, 1060.0 + m, 1060.0 + m, 1120.0 + 2 * m]
+    assert limiter.waited_s == pytest.approx(120.0 + 2 * m)
 
 
 def test_concurrency_bound_holds_across_threads() -> None:
@@ -114,6 +117,31 @@ def test_transient_errors_are_retried_and_attempts_counted() -> None:
 
     assert guard.call(fn, timeout=3, paid=False) == ("ok", 3)
     assert clock.sleeps[0] == 5.0 and 0.5 <= clock.sleeps[1] <= 1.0 * 2
+
+
+@pytest.mark.parametrize(("refusal", "second_start"), [
+    (TransientError("429", retry_after=1.0, rate_limited=True), 1001.0),  # not counted: retry at once
+    (TransientError("503", retry_after=1.0), 1060.0 + WINDOW_MARGIN_S),  # the server ran it: still counted
+])
+def test_a_call_refused_for_the_rate_limit_gives_its_start_back(refusal: TransientError,
+                                                                 second_start: float) -> None:
+    clock = FakeClock()
+    policy = RetryPolicy(retries=3, sleep=clock.sleep, rng=random.Random(0))
+    guard = ProviderGuard("p", RateLimiter(rpm=2, clock=clock, sleep=clock.sleep), policy, None)
+    starts: list[float] = []
+    outcomes: list[object] = ["first", refusal, "second"]
+
+    def fn(timeout: float) -> object:
+        starts.append(clock.now)
+        out = outcomes.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    assert guard.call(fn, timeout=3, paid=False) == ("first", 1)
+    assert guard.call(fn, timeout=3, paid=False) == ("second", 2)
+    assert starts == [1000.0, 1000.0, second_start]
+    assert guard.limiter.refunded == (1 if refusal.rate_limited else 0)
 
 
 def test_retries_run_out() -> None:

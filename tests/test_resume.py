@@ -18,10 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hifirag_core.backends.offline import LocalSearch
 from hifirag_core.config import PROJECT_ROOT
-from hifirag_core.runtime import open_corpus
 from hifirag_core.warehouse import Warehouse
+from tests.conftest import corpus_web
 from tests.fakes.services import FakeServices, fake_services
 
 pytestmark = pytest.mark.slow
@@ -102,14 +101,8 @@ POINTS: dict[str, Callable[[FakeServices], int]] = {
 
 def test_sigkill_at_three_points_then_rerun_gives_the_rows_of_an_uninterrupted_run(
         data_root, questions_file, examples_file, tmp_path, prefect_api):
-    corpus = open_corpus(data_root, "docs")
-    search = LocalSearch(corpus.index())
-
-    def page(url: str):
-        found = corpus.page(url)
-        return corpus.blobs.get(found.sha256) if found else None
-
-    with fake_services(search=lambda q, n: search.search(q, num=n), page=page, search_latency=1.0,
+    search, page = corpus_web(data_root)
+    with fake_services(search=search, page=page, search_latency=1.0,
                        scrape_latency=1.0, llm_latency={"filter": 0.2, "writer": 1.5}) as fakes:
         reference = _copy_corpus(data_root, tmp_path / "reference")
         done = _start(fakes, questions_file, reference, examples_file, prefect_api)

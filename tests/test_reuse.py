@@ -9,27 +9,11 @@ import shutil
 
 import pytest
 
-from hifirag_core.backends.offline import LocalSearch
 from hifirag_core.config import PROJECT_ROOT
-from hifirag_core.runtime import open_corpus
 from hifirag_core.warehouse import Warehouse
-from tests.fakes.services import fake_services
 from tests.sitegen import EXAMPLES
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
-
-
-@pytest.fixture
-def web(data_root):
-    corpus = open_corpus(data_root, "docs")
-    search = LocalSearch(corpus.index())
-
-    def page(url: str):
-        found = corpus.page(url)
-        return corpus.blobs.get(found.sha256) if found else None
-
-    with fake_services(search=lambda q, n: search.search(q, num=n), page=page) as fakes, fakes.environment():
-        yield fakes
 
 
 @pytest.fixture

@@ -96,3 +96,31 @@ def test_two_processes_writing_at_once_leave_one_row_per_key(tmp_path):
     rows = w.query("SELECT question_id, count(*) FROM answers GROUP BY question_id").rows
     assert len(rows) == 40 and all(n == 1 for _, n in rows)
     assert {t for (t,) in w.query("SELECT text FROM answers").rows} <= {f"w{k}-{i}" for k in (1, 2) for i in range(40)}
+
+
+def test_a_rerun_splits_the_compacted_files_back_into_keys_once(tmp_path):
+    from hifirag_core.records import LLMCallRecord
+
+    w = Warehouse(tmp_path)
+    for q in ("q1", "q2"):
+        w.write("answers", [AnswerRecord(text=q)], run_id="r1", stage="answer", question_id=q)
+        calls = [LLMCallRecord(stage=s, call_id=f"{q}-{s}") for s in ("draft", "refine")]
+        w.write("llm_calls", calls, run_id="r1", stage=None, question_id=q)
+    w.compact_run("r1")
+    assert w.uncompact_run("r1") == 4  # answers: 2 keys; llm_calls: 2 questions
+    assert not (w.partition("answers", "r1") / "_compacted.parquet").exists()
+    w.write("llm_calls", [LLMCallRecord(stage="draft", call_id="q1-new")], run_id="r1", stage=None, question_id="q1")
+    rows = w.query("SELECT question_id, call_id FROM llm_calls ORDER BY 1, 2").rows
+    assert rows == [("q1", "q1-new"), ("q2", "q2-draft"), ("q2", "q2-refine")]
+    assert _answers(w) == [("q1", "q1"), ("q2", "q2")]
+
+
+def test_a_per_question_write_replaces_compacted_rows_of_every_stage(tmp_path):
+    from hifirag_core.records import LLMCallRecord
+
+    w = Warehouse(tmp_path)
+    w.write("llm_calls", [LLMCallRecord(stage=s, call_id=s) for s in ("a", "b")], run_id="r1", stage=None,
+            question_id="q1")
+    w.compact_run("r1")
+    w.write("llm_calls", [LLMCallRecord(stage="a", call_id="a2")], run_id="r1", stage=None, question_id="q1")
+    assert w.query("SELECT call_id FROM llm_calls").rows == [("a2",)]

@@ -29,11 +29,16 @@ class BackendError(Exception):
 
 
 class TransientError(BackendError):
-    """Worth retrying: HTTP 429 and 5xx, timeouts, dropped connections."""
+    """Worth retrying: HTTP 429 and 5xx, timeouts, dropped connections.
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    ``rate_limited``: the server turned the call away for a rate limit (HTTP 429, or a 403 whose
+    reason says so) before doing any work, so the call did not use up any of that limit.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None, *, rate_limited: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
 
 
 class PermanentError(BackendError):

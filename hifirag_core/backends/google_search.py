@@ -58,9 +58,10 @@ class GoogleSearchBackend:
         if response.status_code != 200:
             retryable = None
             if response.status_code == 403:
+                # Google answers a per-minute quota with 403 rateLimitExceeded / userRateLimitExceeded
                 retryable = bool(_reasons(response.text) & _RETRYABLE_403_REASONS)
             raise error_for_status("google", response.status_code, response.headers, response.text,
-                                   retryable=retryable)
+                                   retryable=retryable, rate_limited=retryable or None)
         try:
             data = response.json()
         except json.JSONDecodeError as exc:

@@ -64,8 +64,12 @@ def google_error_message(body: Any, fallback: str) -> str:
 
 
 def error_for_status(provider: str, status: int, headers: Mapping[str, str] | None, body_text: str,
-                     *, retryable: bool | None = None) -> BackendError:
-    """The transient or permanent error for a non-2xx response, with its Retry-After and message."""
+                     *, retryable: bool | None = None, rate_limited: bool | None = None) -> BackendError:
+    """The transient or permanent error for a non-2xx response, with its Retry-After and message.
+
+    ``rate_limited`` (default: the status is 429) marks a refusal for a rate limit, which the
+    client-side limiter does not count as a request the server admitted.
+    """
     try:
         body = json.loads(body_text) if body_text else None
     except json.JSONDecodeError:
@@ -77,7 +81,8 @@ def error_for_status(provider: str, status: int, headers: Mapping[str, str] | No
         retry_after = parse_retry_after((headers or {}).get("retry-after")) if headers else None
         if retry_after is None:
             retry_after = google_retry_delay(body)
-        return TransientError(message, retry_after=retry_after)
+        limited = status == 429 if rate_limited is None else rate_limited
+        return TransientError(message, retry_after=retry_after, rate_limited=limited)
     err = PermanentError(message)
     err.status_code = status  # type: ignore[attr-defined]
     return err

@@ -86,7 +86,8 @@ class PrawRedditSource:
                 return _to_thread(submission, url, len(unexpanded))
             except prawcore.exceptions.TooManyRequests as exc:
                 retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
-                raise TransientError(f"reddit: HTTP 429: {exc}", retry_after=retry_after) from None
+                raise TransientError(f"reddit: HTTP 429: {exc}", retry_after=retry_after,
+                                     rate_limited=True) from None
             except prawcore.exceptions.ServerError as exc:
                 raise TransientError(f"reddit: HTTP {exc.response.status_code}: {exc}") from None
             except prawcore.exceptions.RequestException as exc:

@@ -5,7 +5,8 @@ Request: ``contents[]`` (``role``, ``parts[].text``), optional ``systemInstructi
 the ``x-goog-api-key`` header or ``?key=``. Reply: ``candidates[0].content.parts[].text``,
 ``finishReason``, ``usageMetadata`` with prompt, candidate and thought token counts. Errors use
 Google's ``{"error": {"code", "message", "status", "details"}}``; the rpm limit answers 429
-``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` delay.
+``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` delay. The limit is one window for every
+model (an int) or, as the real API counts it, one window per model (a mapping model -> rpm).
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ class GeminiFake(FakeServer):
     name = "gemini"
 
     def __init__(self, *, api_key: str = "fake-gemini-key", thinking_tokens: Mapping[str, int] | None = None,
-                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None,
-                 fence_json_without_schema: bool = True):
-        super().__init__(latency=0.0, rpm=rpm)
+                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0,
+                 rpm: int | Mapping[str, int] | None = None, fence_json_without_schema: bool = True):
+        super().__init__(latency=0.0, rpm=None if isinstance(rpm, Mapping) else rpm)
+        # Gemini's quotas are per model and project; a mapping keeps one window per model.
+        self.model_rpm: dict[str, int] | None = dict(rpm) if isinstance(rpm, Mapping) else None
         self.api_key = api_key
         self.thinking_tokens = dict(thinking_tokens or {"gemini-2.5-pro": 40, "gemini-2.5-flash": 10})
         self.kind_latency = latency
@@ -63,6 +66,14 @@ class GeminiFake(FakeServer):
             role = "writer" if kind in llm_brain.WRITER_KINDS else "filter"
             return float(lat.get(kind, lat.get(role, 0.0)))
         return float(lat)
+
+    def rpm_window(self, request: Request) -> tuple[str, int | None]:
+        """Per model when ``rpm`` was a mapping (models it does not name are unlimited)."""
+        if self.model_rpm is None:
+            return super().rpm_window(request)
+        m = _PATH.match(request.path)
+        model = m.group(2) if m else ""
+        return model, self.model_rpm.get(model)
 
     def rate_limited(self, request: Request, retry_after: float) -> Response:
         """Gemini's quota error."""

@@ -102,9 +102,10 @@ class FakeServer:
         self.latency = latency
         self.rpm = rpm
         self.requests: list[Request] = []
+        self.rate_limited_count = 0  # requests answered with the rpm limit's 429
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
-        self._starts: deque[float] = deque()
+        self._starts: dict[str, deque[float]] = {}
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -169,17 +170,28 @@ class FakeServer:
                     return fault
         return None
 
-    def _over_rpm(self) -> float | None:
+    def rpm_window(self, request: Request) -> tuple[str, int | None]:
+        """The sliding window ``request`` counts against and its limit (None: unlimited).
+
+        One window for the whole service by default; a fake whose real service limits each
+        model (or endpoint) separately overrides this.
+        """
+        return "", self.rpm
+
+    def _over_rpm(self, request: Request) -> float | None:
         """Seconds until a start is allowed when the server-side rpm limit is reached."""
-        if not self.rpm:
+        window, limit = self.rpm_window(request)
+        if not limit:
             return None
         with self._lock:
             now = time.monotonic()
-            while self._starts and now - self._starts[0] >= 60.0:
-                self._starts.popleft()
-            if len(self._starts) >= self.rpm:
-                return self._starts[0] + 60.0 - now
-            self._starts.append(now)
+            starts = self._starts.setdefault(window, deque())
+            while starts and now - starts[0] >= 60.0:
+                starts.popleft()
+            if len(starts) >= limit:
+                self.rate_limited_count += 1
+                return starts[0] + 60.0 - now
+            starts.append(now)
         return None
 
     def sleep(self, seconds: float) -> None:
@@ -226,7 +238,7 @@ def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.kind == "status" and fault.response is not None:
                 self._send(fault.response)
                 return
-            wait = fake._over_rpm()
+            wait = fake._over_rpm(request)
             if wait is not None:
                 self._send(fake.rate_limited(request, wait))
                 return

@@ -90,16 +90,21 @@ class FakeServices:
 def fake_services(*, search: SearchFn | None = None, page: PageSource | None = None,
                   threads: Mapping[str, RedditThread] | None = None,
                   llm_latency: float | Mapping[str, float] = 0.0, search_latency: float = 0.0,
-                  scrape_latency: float = 0.0, gemini_rpm: int | None = None,
+                  scrape_latency: float = 0.0, gemini_rpm: int | Mapping[str, int] | None = None,
+                  google_rpm: int | None = None, scrapingdog_rpm: int | None = None,
                   openai_think: bool = False) -> Iterator[FakeServices]:
-    """Start all fakes on 127.0.0.1 and stop them on exit."""
+    """Start all fakes on 127.0.0.1 and stop them on exit.
+
+    ``gemini_rpm`` is one limit for all models or a mapping model -> rpm (Gemini counts per model);
+    ``google_rpm`` and ``scrapingdog_rpm`` limit the search and scrape fakes the same way.
+    """
     web = default_web()
     services = FakeServices(
         gemini=GeminiFake(latency=llm_latency, rpm=gemini_rpm).start(),
         openai=OpenAIFake(latency=llm_latency, think=openai_think).start(),
-        google=GoogleSearchFake(search=search or web.search, latency=search_latency).start(),
+        google=GoogleSearchFake(search=search or web.search, latency=search_latency, rpm=google_rpm).start(),
         scrapingdog=ScrapingdogFake(search=search or web.search, page=page if page is not None else web.page,
-                                    latency=scrape_latency).start(),
+                                    latency=scrape_latency, rpm=scrapingdog_rpm).start(),
         reddit=RedditFake(threads=threads).start(),
     )
     services.env = {

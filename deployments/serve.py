@@ -1,0 +1,63 @@
+"""Serve HiFi-RAG's deployments from this machine (a long-running process, like a worker).
+
+    prefect server start                                  # in another terminal (UI on :4200)
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
+    .venv/bin/python deployments/serve.py                 # registers the deployments and runs them
+
+Deployments:
+  * ``answer``: answer a question file (parameters editable in the UI);
+  * ``reprocess``: derive a run from an earlier one, recomputing from a stage (typed parameters);
+  * ``credibility-experiment``: the source-aware reranking experiment;
+  * ``nightly-eval``: the evaluation flow on a cron schedule, when flows/evaluate.py exists.
+
+The data root is ``$HIFIRAG_DATA_ROOT`` (default warehouse/data); the stage cache lives under it.
+``deployments/prefect.yaml`` declares the same deployments for ``prefect deploy`` with a process work pool.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flows.environment import configure  # noqa: E402
+from hifirag_core.runs import data_root  # noqa: E402
+
+NIGHTLY_CRON = "0 2 * * *"  # 02:00 every night, in the server's time zone (UTC unless set)
+
+
+def deployments() -> list:
+    """The deployments to serve, built after the environment is configured."""
+    from flows.answer import answer_questions
+    from flows.credibility import credibility_experiment
+    from flows.reprocess import reprocess
+
+    shared_faq = str(ROOT.parent / "shared" / "data" / "docs_faq" / "faq_qa.jsonl")
+    out = [
+        answer_questions.to_deployment(name="answer", parameters={"questions": shared_faq, "sample": 20},
+                                       description="Answer a JSONL question file with the HiFi-RAG pipeline."),
+        reprocess.to_deployment(name="reprocess", description="A new run derived from an earlier one, "
+                                "recomputing from the chosen stage for the chosen questions."),
+        credibility_experiment.to_deployment(name="credibility-experiment",
+                                             description="The source-aware reranking experiment on MedQuAD."),
+    ]
+    if importlib.util.find_spec("flows.evaluate") is not None:
+        from flows.evaluate import evaluate
+
+        out.append(evaluate.to_deployment(name="nightly-eval", cron=NIGHTLY_CRON,
+                                          description="Nightly evaluation with the regression gate."))
+    return out
+
+
+def main() -> None:
+    configure(data_root())
+    from prefect import serve
+
+    serve(*deployments())
+
+
+if __name__ == "__main__":
+    main()
