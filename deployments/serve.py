@@ -8,7 +8,10 @@ Deployments:
   * ``answer``: answer a question file (parameters editable in the UI);
   * ``reprocess``: derive a run from an earlier one, recomputing from a stage (typed parameters);
   * ``credibility-experiment``: the source-aware reranking experiment;
-  * ``nightly-eval``: the evaluation flow on a cron schedule, when flows/evaluate.py exists.
+  * ``nightly-eval-faq`` and ``nightly-eval-faq-known-item``: the evaluation flow every night on the FAQ
+    protocols (a) and (b), final against rag_filters, with the regression gate (a regression ends
+    the flow run Failed, which Prefect automations can notify on);
+  * ``eval``: the same flow on demand, every parameter editable in the UI.
 
 The data root is ``$HIFIRAG_DATA_ROOT`` (default warehouse/data); the stage cache lives under it.
 ``deployments/prefect.yaml`` declares the same deployments for ``prefect deploy`` with a process work pool.
@@ -16,7 +19,6 @@ The data root is ``$HIFIRAG_DATA_ROOT`` (default warehouse/data); the stage cach
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -27,6 +29,11 @@ from flows.environment import configure  # noqa: E402
 from hifirag_core.runs import data_root  # noqa: E402
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00 every night, in the server's time zone (UTC unless set)
+
+
+def nightly_parameters(dataset: str) -> dict:
+    """What the nightly evaluations run: the final system and the filters-only row, every question."""
+    return {"dataset": dataset, "variants": ["final", "rag_filters"]}
 
 
 def deployments() -> list:
@@ -44,11 +51,13 @@ def deployments() -> list:
         credibility_experiment.to_deployment(name="credibility-experiment",
                                              description="The source-aware reranking experiment on MedQuAD."),
     ]
-    if importlib.util.find_spec("flows.evaluate") is not None:
-        from flows.evaluate import evaluate
+    from flows.evaluate import evaluate
 
-        out.append(evaluate.to_deployment(name="nightly-eval", cron=NIGHTLY_CRON,
-                                          description="Nightly evaluation with the regression gate."))
+    for name, dataset in (("nightly-eval-faq", "faq-a"), ("nightly-eval-faq-known-item", "faq-b")):
+        out.append(evaluate.to_deployment(name=name, cron=NIGHTLY_CRON, parameters=nightly_parameters(dataset),
+                                          description=f"Nightly evaluation on {dataset} with the regression gate."))
+    out.append(evaluate.to_deployment(name="eval", parameters={"dataset": "faq-a", "variants": ["final"], "sample": 40},
+                                      description="Evaluate variants on demand (mmu, faq-a, faq-b or a JSONL path)."))
     return out
 
 

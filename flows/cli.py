@@ -6,6 +6,7 @@ environment is configured, so ``hifirag sql`` and ``hifirag runs`` start in a fr
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import textwrap
@@ -640,6 +641,19 @@ def corpus_search(
         _fail(exc)
     for rank, hit in enumerate(hits, 1):
         console.print(f"[bold]{rank}. {hit.title}[/bold]\n   [cyan]{hit.url}[/cyan]\n   {hit.snippet}", highlight=False)
+
+
+def _reflow_help(*apps: typer.Typer) -> None:
+    """Help from docstrings, each paragraph one line: Rich wraps it to the terminal instead of keeping
+    the source's line breaks."""
+    for sub in apps:
+        for info in sub.registered_commands:
+            doc = inspect.getdoc(info.callback) if info.callback else None
+            if info.help is None and doc:
+                info.help = "\n\n".join(" ".join(par.split()) for par in doc.split("\n\n"))
+
+
+_reflow_help(app, corpus_app)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from hifirag_core.backends.base import (
 from hifirag_core.backends.offline import (
     OfflineFilterModel,
     OfflineWriterModel,
-    _keyword_queries,
+    _search_queries,
     is_howto,
     strip_markers,
 )
@@ -41,18 +41,20 @@ def models(embedder):
     return OfflineFilterModel(embedder, cfg), OfflineWriterModel(embedder, cfg)
 
 
-def test_keyword_queries_drop_personas_and_answer_style():
-    queries = _keyword_queries("As a media professor with 20 years of experience, explain like I'm five how a "
-                               "camera works", 2)
-    assert queries[0] == "camera works"
-    assert _keyword_queries("how to tie shoelaces step-by-step please", 2) == ["tie shoelaces"]
-    assert _keyword_queries("what is it", 2) == ["what is it"]  # nothing left: search as asked
+def test_search_queries_drop_personas_and_answer_style_but_keep_the_question():
+    queries = _search_queries("As a media professor with 20 years of experience, explain like I'm five how a "
+                              "camera works", 2)
+    assert queries == ["how a camera works"]
+    assert _search_queries("how to tie shoelaces step-by-step please", 2) == ["how to tie shoelaces"]
+    assert _search_queries("what is it", 2) == ["what is it"]  # nothing left: search as asked
 
 
-def test_focused_second_query_for_long_questions():
-    queries = _keyword_queries("Why does os.path.join drop earlier parts when a later argument is absolute on "
-                               "Windows machines", 2)
+def test_focused_second_query_of_keywords():
+    queries = _search_queries("Why does os.path.join drop earlier parts when a later argument is absolute on "
+                              "Windows machines", 2)
+    assert queries[0].startswith("Why does os.path.join drop")
     assert len(queries) == 2 and "os.path.join" in queries[1] and len(queries[1].split()) == 4
+    assert _search_queries("Why does os.path.join drop earlier parts?", 1) == ["Why does os.path.join drop earlier parts?"]
 
 
 def test_howto_detection():

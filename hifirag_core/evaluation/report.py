@@ -120,7 +120,7 @@ def results_table(report: EvaluationReport) -> list[str]:
     first = report.variants[0] if report.variants else None
     if first is not None and any(first.metric(f"echo_{m}") for m in quality):
         echo_words = [len(q.split()) for q in report.queries.values()]
-        cells = ["*echo floor* (question as answer)", "—",
+        cells = ["*echo floor (question as answer)*", "—",
                  *[_ci(first.metric(f"echo_{m}")) if first.metric(f"echo_{m}") else "" for m in quality],
                  f"{sum(echo_words) / max(1, len(echo_words)):.0f}", "", ""]
         lines.append("| " + " | ".join(cells) + " |")
@@ -231,12 +231,17 @@ def plot_cost_quality(report: EvaluationReport) -> str | None:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, axis_metric in zip(axes, ("cost_usd", "latency_s"), strict=True):
+        plotted = 0
         for v in report.variants:
             q, x = v.metric(primary), v.metric(axis_metric)
             if q is None or q.mean is None or x is None or x.mean is None:
                 continue
+            plotted += 1
             ax.errorbar([x.mean], [q.mean], yerr=[[q.mean - q.low], [q.high - q.mean]], fmt="o", capsize=3)
             ax.annotate(v.variant, (x.mean, q.mean), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        if not plotted:
+            ax.text(0.5, 0.5, f"no {LABELS[axis_metric]} recorded", ha="center", va="center", transform=ax.transAxes,
+                    color="gray")
         ax.set_xlabel(LABELS[axis_metric])
         ax.set_ylabel(LABELS[primary])
         ax.grid(alpha=0.3)
