@@ -322,7 +322,12 @@ def export_mmu(
 
     [bold]Example[/bold]: hifirag export-mmu mmu_ragent-final-1a2b3c4d --out submission.jsonl
     """
-    from hifirag_core.evaluation.export import NO_ANSWER_RESPONSE, build_submission, check_submission, write_submission
+    from hifirag_core.evaluation.export import (
+        NO_ANSWER_RESPONSE,
+        build_submission,
+        check_submission,
+        write_submission,
+    )
 
     root = resolve_data_root(data_root)
     try:

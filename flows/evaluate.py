@@ -21,8 +21,8 @@ from hifirag_core.evaluation.config import build_evaluation_config
 from hifirag_core.evaluation.evaluate import (
     EvaluationPlan,
     RegressionDetected,
-    Scorer,
     ScoredVariant,
+    Scorer,
     build_report,
     evaluation_records,
     gate_variant,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -63,7 +64,7 @@ def test_evaluate_scores_every_question_and_writes_a_self_contained_report(evalu
     md = result["markdown"]
     assert "| final |" in md and "| rag |" in md and "echo floor" in md
     assert re.search(r"ROUGE-L F1 .*\| BERTScore F1 \(MiniLM\)", md)
-    page = open(result["html_path"], encoding="utf-8").read()
+    page = Path(result["html_path"]).read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page.lower()
     links = re.findall(r"""(?:src|href)\s*=\s*['"]?([^'" >]*)""", page, re.IGNORECASE)
     assert links and all(link.startswith("data:") for link in links)  # nothing to fetch

@@ -21,7 +21,14 @@ from hifirag_core.evaluation.compare import MetricValues, Verdict, by_metric, co
 from hifirag_core.evaluation.config import EvaluationConfig
 from hifirag_core.evaluation.datasets import EvalDataset, resolve_dataset
 from hifirag_core.evaluation.records import BASELINE_VERDICTS, EvaluationMetricRecord, EvaluationRecord
-from hifirag_core.evaluation.report import FUNNEL_STEPS, EvaluationReport, StageCost, VariantResult, markdown, to_html
+from hifirag_core.evaluation.report import (
+    FUNNEL_STEPS,
+    EvaluationReport,
+    StageCost,
+    VariantResult,
+    markdown,
+    to_html,
+)
 from hifirag_core.evaluation.scoring import (
     AnsweredQuestion,
     echo_scores,
