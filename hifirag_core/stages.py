@@ -528,7 +528,7 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
         decisions = sorted(kept_by_url[page.url], key=lambda d: d.rank or 0)
         secs = tuple(
             SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path),
-                          texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))])
+                          texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))], d.score)
             for d in decisions
         )
         preview = decisions[0].preview if decisions else ""

@@ -134,6 +134,36 @@ def test_citations_keep_only_supporting_sources(models):
     assert filt.verify_citations("q", "Completely unrelated statement about volcanoes erupting.", _sources()).value == []
 
 
+def test_draft_follows_the_section_rankers_score(models):
+    _, writer = models
+    question = "How is the sync bandwidth limited?"
+    twins = [  # two sections that read alike to a sentence scorer
+        "The sync bandwidth is limited with the max rate setting of the client.",
+        "The sync bandwidth is limited by the provider for free accounts.",
+    ]
+
+    def sources(first: float, second: float) -> list[SourceDoc]:
+        return [SourceDoc(n, f"https://a/{n}", "", "", (SourceSection(f"s{n}", ("Sync",), text, score),))
+                for n, (text, score) in enumerate(zip(twins, (first, second), strict=True), 1)]
+
+    def leading_source(text: str) -> str:
+        return text.split("[", 1)[1][0]
+
+    assert leading_source(writer.draft(question, sources(0.9, 0.2), max_words=12).value.last_reply) == "1"
+    assert leading_source(writer.draft(question, sources(0.2, 0.9), max_words=12).value.last_reply) == "2"
+
+
+def test_citations_keep_the_writers_source_when_another_quotes_it(models):
+    filt, _ = models
+    text = "Use the --max-rate option to limit the bandwidth of a sync."
+    original = _sources()[0]  # holds the sentence among others
+    quoting = SourceDoc(2, "https://mirror/sync", "Mirror", "", (SourceSection("m", ("Sync",), text),))
+    for claimed in (1, 2):  # both support the sentence verbatim; the writer's marker decides
+        assert filt.verify_citations("q", f"{text} [{claimed}]", [original, quoting]).value == [claimed]
+    unrelated = "Completely unrelated statement about volcanoes erupting. [2]"
+    assert filt.verify_citations("q", unrelated, [original, quoting]).value == []  # a claim is still checked
+
+
 def test_keep_relative_and_mmr():
     scores = np.array([0.9, 0.55, 0.85, 0.5], dtype=np.float32)  # 0.6 x best = 0.54
     assert keep_relative(scores, min_relative=0.6, limit=5) == [0, 2, 1]

@@ -163,6 +163,7 @@ class SourceSection:
     section_id: str
     heading_path: tuple[str, ...]
     text: str
+    score: float | None = None  # the section ranker's score, when it ranked this section
 
 
 @dataclass(frozen=True)
