@@ -22,6 +22,7 @@ from hifirag_core.backends.offline import (
     OfflineWriterModel,
     _search_queries,
     is_howto,
+    marked_sentences,
     strip_markers,
 )
 from hifirag_core.config import build_config
@@ -120,6 +121,7 @@ def test_refine_fits_the_examples_length_and_numbers_steps_for_howto(models):
     examples = [FewShotExample("q", " ".join(["word"] * 40))] * 3
     refined = writer.refine("How do I limit sync bandwidth?", convo, examples).value
     assert refined.startswith("1. ") and "\n2. " in refined
+    assert all(line.endswith("[1]") and not line.split(" ", 1)[1].startswith("[") for line in refined.splitlines())
     assert word_count(strip_markers(refined)) <= 40 + 15
     plain = writer.refine("Why is bandwidth limited?", convo, examples).value
     assert not plain.startswith("1. ")
@@ -162,6 +164,13 @@ def test_citations_keep_the_writers_source_when_another_quotes_it(models):
         assert filt.verify_citations("q", f"{text} [{claimed}]", [original, quoting]).value == [claimed]
     unrelated = "Completely unrelated statement about volcanoes erupting. [2]"
     assert filt.verify_citations("q", unrelated, [original, quoting]).value == []  # a claim is still checked
+
+
+def test_marked_sentences_carry_the_markers_that_close_them():
+    answer = "Set max-rate to limit it. [1] Free accounts are throttled. It is fixed. [2][3] No source for this one."
+    assert marked_sentences(answer) == [("Set max-rate to limit it.", {1}), ("Free accounts are throttled.", {2, 3}),
+                                        ("It is fixed.", {2, 3}), ("No source for this one.", set())]
+    assert marked_sentences("1. Open the settings page. [4]\n2. Two words [4]") == [("Open the settings page.", {4})]
 
 
 def test_keep_relative_and_mmr():

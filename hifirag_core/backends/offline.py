@@ -36,7 +36,9 @@ from hifirag_core.embeddings import Embedder
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
-OFFLINE_VERSION = "offline-v2"  # v2: section score and prose priors in the draft; refine lands nearest its target
+# v3: section-score and prose priors in the draft; refine lands nearest its target and keeps each
+# sentence with its own marker; the citation check prefers the source the writer marked.
+OFFLINE_VERSION = "offline-v3"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
 _FILLER = re.compile(
@@ -50,6 +52,8 @@ _INTENT_WORDS = frozenset("explain describe tell know want need give help show u
 _HOWTO = re.compile(r"^\s*(?:how (?:do|can|should|would) (?:i|you|we|one)|how to|steps? to|what are the steps)\b|"
                     r"\bstep[- ]by[- ]step\b", re.IGNORECASE)
 _MARKER = re.compile(r"\s*\[(\d+)\]")
+_MARKER_RUN = re.compile(r"(?:\s*\[\d+\])+")
+_NUMBER = re.compile(r"\d+")
 
 
 def is_howto(question: str) -> bool:
@@ -152,30 +156,57 @@ class OfflineFilterModel:
         return Decision(kept, method="offline-hybrid", scores=[float(s) for s in scores])
 
     def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
-        support = citation_support(answer, sources, self.embedder)
+        claims = marked_sentences(answer)
+        support = citation_support([text for text, _ in claims], sources, self.embedder)
         threshold = self.cfg.citations.support_threshold
         cited: list[int] = []
-        best_scores = [0.0] * len(sources)
-        # The writer's own markers come first: a source it cited that supports a sentence is kept
-        # even when another source (a page quoting the same text) supports it as well.
-        claimed = np.array([s.index in {int(n) for n in _MARKER.findall(answer)} for s in sources], dtype=bool)
-        for row in support:  # per answer sentence: the writer's best supporting claim, else the best source
+        for (_, markers), row in zip(claims, support, strict=True):
+            # Per sentence: the source the writer cited for it when that source supports it (another
+            # page quoting the same text may support it as well), else the best supporting source.
             supported = row >= threshold
             if not supported.any():
                 continue
-            j = int(np.argmax(np.where(claimed & supported, row, -np.inf))) if (claimed & supported).any() \
-                else int(np.argmax(row))
+            own = supported & np.array([s.index in markers for s in sources], dtype=bool)
+            j = int(np.argmax(np.where(own, row, -np.inf))) if own.any() else int(np.argmax(row))
             if sources[j].index not in cited:
                 cited.append(sources[j].index)
-        for j in range(len(sources)):
-            best_scores[j] = float(support[:, j].max()) if support.size else 0.0
+        best_scores = [float(support[:, j].max()) if support.size else 0.0 for j in range(len(sources))]
         return Decision(sorted(cited), method="offline-support", scores=best_scores)
 
 
-def citation_support(answer: str, sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:
-    """(answer sentences x sources): the best cosine between the sentence and any source sentence."""
-    sentences = [strip_markers(s) for s in split_sentences(strip_markers(answer))]
-    sentences = [s for s in (re.sub(r"^\d+\.\s+", "", s) for s in sentences) if word_count(s) >= 3]
+def marked_sentences(answer: str) -> list[tuple[str, frozenset[int]]]:
+    """The answer's sentences of three or more words, each with the source numbers marked after it.
+
+    A marker ends a claim: the text between two markers is split into sentences, which all carry the
+    markers that close it (a sentence after the last marker carries none). Numbered-list prefixes go.
+    """
+    out: list[tuple[str, frozenset[int]]] = []
+    position = 0
+    for match in _MARKER_RUN.finditer(answer + " "):
+        chunk, markers = answer[position : match.start()], frozenset(int(n) for n in _NUMBER.findall(match.group()))
+        position = match.end()
+        out.extend((sentence, markers) for sentence in _claim_sentences(chunk))
+    out.extend((sentence, frozenset()) for sentence in _claim_sentences(answer[position:]))
+    return out
+
+
+def _marked_units(draft: str) -> list[str]:
+    """The draft cut after each run of markers: each unit is a sentence with its own ``[n]``."""
+    units, position = [], 0
+    for match in _MARKER_RUN.finditer(draft):
+        units.append(draft[position : match.end()].strip())
+        position = match.end()
+    units.extend(s for s in split_sentences(draft[position:]) if s.strip())
+    return [u for u in units if strip_markers(u).strip()]
+
+
+def _claim_sentences(text: str) -> list[str]:
+    sentences = (re.sub(r"^\s*\d+\.\s+", "", s).strip() for s in split_sentences(text))
+    return [s for s in sentences if word_count(s) >= 3]
+
+
+def citation_support(sentences: list[str], sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:
+    """(sentences x sources): the best cosine between the sentence and any source sentence."""
     if not sentences or not sources:
         return np.zeros((len(sentences), len(sources)), dtype=np.float32)
     answer_vecs = embedder.encode(sentences)
@@ -290,7 +321,7 @@ class OfflineWriterModel:
         if not draft.strip():
             return Decision("", method="offline-fit", status="no_evidence", error="the draft is empty")
         target = self.target_words(examples)
-        sentences = [s for s in split_sentences(draft) if s.strip()]
+        sentences = _marked_units(draft)
         if sum(word_count(strip_markers(s)) for s in sentences) > target and len(sentences) > 1:
             relevance = self.embedder.encode([strip_markers(s) for s in sentences]) @ self.embedder.encode_one(question)
             keep = set(range(len(sentences)))
