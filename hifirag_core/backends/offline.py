@@ -36,8 +36,9 @@ from hifirag_core.embeddings import Embedder
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
-# v3: section-score and prose priors in the draft; refine lands nearest its target and keeps each
-# sentence with its own marker; the citation check prefers the source the writer marked.
+# v3: section-score and prose priors in the draft, which leads with its best evidence; refine trims
+# from the end to the length nearest its target, each sentence with its own marker; the citation
+# check prefers the source the writer marked.
 OFFLINE_VERSION = "offline-v3"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
@@ -311,8 +312,8 @@ class OfflineWriterModel:
             budget=max_words,
             lam=self.cfg.generation.mmr_lambda,
         )
-        # Read in document order: by source, then section, then sentence.
-        chosen.sort(key=lambda i: (candidates[i].source, candidates[i].section_rank, candidates[i].position))
+        # In the order chosen: the best evidence first, as an answer leads with its point (and the
+        # refine pass trims from the end).
         text = " ".join(f"{candidates[i].text} [{candidates[i].source}]" for i in chosen)
         return Decision(Conversation((prompt, ChatTurn("model", text))), method="offline-mmr")
 
@@ -322,16 +323,13 @@ class OfflineWriterModel:
             return Decision("", method="offline-fit", status="no_evidence", error="the draft is empty")
         target = self.target_words(examples)
         sentences = _marked_units(draft)
-        if sum(word_count(strip_markers(s)) for s in sentences) > target and len(sentences) > 1:
-            relevance = self.embedder.encode([strip_markers(s) for s in sentences]) @ self.embedder.encode_one(question)
-            keep = set(range(len(sentences)))
-            for i in np.argsort(relevance, kind="stable"):  # drop the least relevant first
-                total = sum(word_count(strip_markers(sentences[j])) for j in keep)
-                # stop at the length closest to the target: drop a sentence only if that gets closer
-                if total <= target or len(keep) == 1 or total - target < word_count(strip_markers(sentences[i])) / 2:
-                    break
-                keep.discard(int(i))
-            sentences = [s for j, s in enumerate(sentences) if j in keep]
+        # The draft leads with its best evidence: trim from the end, stopping at the length closest to
+        # the target (drop a sentence only when that gets closer).
+        while len(sentences) > 1:
+            total = sum(word_count(strip_markers(s)) for s in sentences)
+            if total <= target or total - target < word_count(strip_markers(sentences[-1])) / 2:
+                break
+            sentences.pop()
         if is_howto(question) and len(sentences) > 1:
             text = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, 1))
         else:
