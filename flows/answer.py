@@ -115,6 +115,7 @@ class _StageRunner:
         self.result.ledger.append(StageRunRecord(
             stage=stage, status=output.status, error=output.error, cached=cached, source_run_id=source,
             seconds=round(time.monotonic() - began, 4), cache_key=key, n_rows=len(output.records),
+            compute_seconds=output.compute_seconds,
         ))
         return output
 

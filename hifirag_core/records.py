@@ -242,9 +242,10 @@ class StageRunRecord(Record):
     TABLE: ClassVar[str] = "stage_runs"
     cached: bool = False  # the output was reused (stage cache or another run's rows): nothing paid
     source_run_id: str | None = None  # the run whose stored rows were reused, when they were
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time in this run (a cache hit takes almost none)
     cache_key: str | None = None
     n_rows: int = 0
+    compute_seconds: float | None = None  # what computing the output took, in the run that computed it
 
 
 @dataclass(kw_only=True)

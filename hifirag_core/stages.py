@@ -14,9 +14,11 @@ reads, the identity of the backend or model it calls (with prompt hashes), and i
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -101,10 +103,26 @@ class StageOutput:
     value: Any = None
     status: str = OK
     error: str | None = None
+    # How long computing this output took. It travels with the output into the stage cache, so a
+    # cache hit still knows what the stage costs to compute.
+    compute_seconds: float | None = None
 
     @property
     def table(self) -> str:
         return STAGE_TABLE[self.stage]
+
+
+def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
+    """Stamp a stage function's output with the seconds it took."""
+
+    @functools.wraps(stage_fn)
+    def run(*args: Any, **kwargs: Any) -> StageOutput:
+        began = time.perf_counter()
+        output = stage_fn(*args, **kwargs)
+        output.compute_seconds = round(time.perf_counter() - began, 4)
+        return output
+
+    return run
 
 
 # --- cache keys -------------------------------------------------------------------------------
@@ -238,6 +256,7 @@ def _stamp(calls: Sequence[LLMCallRecord], stage: str) -> list[LLMCallRecord]:
     return list(calls)
 
 
+@timed
 def plan_query(question: Question, rt: Runtime) -> StageOutput:
     cfg = rt.cfg.query_plan
     if not cfg.enabled or not rt.cfg.search.enabled:
@@ -251,6 +270,7 @@ def plan_query(question: Question, rt: Runtime) -> StageOutput:
     return StageOutput("query_plan", [record], _stamp(decision.calls, "query_plan"), value=queries)
 
 
+@timed
 def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
     if not rt.cfg.search.enabled:
         return StageOutput("search", [], status="skipped")
@@ -297,6 +317,7 @@ def _similarities(question: str, texts: list[str], scores: list[float] | None, r
     return [float(x) for x in rt.embedder.encode(texts) @ rt.embedder.encode_one(question)] if texts else []
 
 
+@timed
 def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageOutput:
     """Keep the URLs worth reading; with the credibility prior, order them by similarity x prior.
 
@@ -343,6 +364,7 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
     return sorted(kept, key=lambda r: r.order or 0)
 
 
+@timed
 def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
     """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
 
@@ -409,6 +431,7 @@ def _charset(content_type: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+@timed
 def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> StageOutput:
     records: list[Record] = []
     for page in pages.records:
@@ -439,6 +462,7 @@ def section_preview(section: SectionRecord, chars: int) -> str:
     return f"{path}: {(section.text or '')[:chars]}"
 
 
+@timed
 def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
                   rt: Runtime) -> StageOutput:
     """Rank each page's sections; the pages are judged in parallel (one model call each, as in A.3)."""
@@ -546,6 +570,7 @@ def select_sentences(question: str, text: str, k: int) -> str:
     return " ".join(sentences[i] for i in keep)
 
 
+@timed
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     decision = rt.writer_model.draft(question.query, sources, max_words=rt.cfg.generation.draft_words)
     text = decision.value.last_reply if decision.status == OK else None
@@ -569,6 +594,7 @@ def conversation_from_json(text: str | None) -> Conversation | None:
     return Conversation(tuple(ChatTurn(t["role"], t["text"]) for t in json.loads(text)))
 
 
+@timed
 def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageOutput:
     if not rt.cfg.generation.two_pass:
         return StageOutput("refine", [DraftRecord(stage="refine", status="skipped")], status="skipped")
@@ -598,6 +624,7 @@ def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, st
     return None, None
 
 
+@timed
 def verify_citations(question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     if not rt.cfg.citations.enabled:
         return StageOutput("citations", [], status="skipped")
@@ -615,6 +642,7 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
                        error=decision.error)
 
 
+@timed
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
                     rt: Runtime) -> StageOutput:
     text, from_stage = final_text(draft, refined)

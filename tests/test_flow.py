@@ -33,6 +33,9 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     counts = {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0] for t in STAGE_TABLES}
     keys = w.query("SELECT stage, cache_key FROM stage_runs WHERE run_id = ?", [run_id]).rows
     assert all(key and key.startswith(stage) for stage, key in keys)  # each stage's cache key, in the ledger
+    ledger = "SELECT question_id, stage, compute_seconds FROM stage_runs WHERE run_id = ? ORDER BY 1, 2"
+    computed = w.query(ledger, [run_id]).rows
+    assert all(seconds is not None and seconds >= 0 for _, _, seconds in computed)
 
     second = run_flow(questions_file)
     assert second["run_id"] == run_id  # the same questions and config: the same run
@@ -42,6 +45,7 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     (cached,) = w.query("SELECT bool_and(cached) FROM stage_runs WHERE run_id = ?",
                         [run_id]).rows[0]
     assert cached is True
+    assert w.query(ledger, [run_id]).rows == computed  # a cache hit keeps what computing the stage took
     (status,) = w.query("SELECT status FROM runs WHERE run_id = ?", [run_id]).rows[0]
     assert status == "finished"
 

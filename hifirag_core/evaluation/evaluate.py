@@ -195,7 +195,7 @@ def stage_costs(warehouse: Warehouse, run_id: str, n_questions: int,
         """WITH computed AS (
                SELECT cache_key, max(seconds) AS seconds FROM stage_runs
                WHERE NOT cached AND cache_key IS NOT NULL GROUP BY cache_key)
-           SELECT r.stage, r.cache_key, r.cached, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END
+           SELECT r.stage, r.cache_key, r.cached, coalesce(r.compute_seconds, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END)
            FROM stage_runs r LEFT JOIN computed c USING (cache_key)
            WHERE r.run_id = ?""", [run_id]).rows
     per_stage: dict[str, list[tuple[bool, float | None]]] = {}

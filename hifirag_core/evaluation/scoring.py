@@ -121,7 +121,7 @@ def load_latencies(warehouse: Warehouse, run_id: str,
                SELECT cache_key, max(seconds) AS seconds FROM stage_runs
                WHERE NOT cached AND cache_key IS NOT NULL GROUP BY cache_key)
            SELECT r.question_id, r.stage, r.cached, r.cache_key,
-                  CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END
+                  coalesce(r.compute_seconds, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END)
            FROM stage_runs r LEFT JOIN computed c USING (cache_key)
            WHERE r.run_id = ? ORDER BY r.question_id, r.stage""", [run_id]).rows
     by_question: dict[str, list[tuple[str, bool, str | None, float | None]]] = defaultdict(list)
