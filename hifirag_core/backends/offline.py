@@ -36,10 +36,10 @@ from hifirag_core.embeddings import Embedder
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
-# v3: section-score and prose priors in the draft, which leads with its best evidence; refine trims
+# v4: section-score and prose priors in the draft, which leads with its best evidence; refine trims
 # from the end to the length nearest its target, each sentence with its own marker; the citation
 # check prefers the source the writer marked.
-OFFLINE_VERSION = "offline-v3"
+OFFLINE_VERSION = "offline-v4"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
 _FILLER = re.compile(
