@@ -36,10 +36,10 @@ from hifirag_core.embeddings import Embedder
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
-# v4: section-score and prose priors in the draft, which leads with its best evidence; refine trims
+# v5: section-score and prose priors in the draft, which leads with its best section; refine trims
 # from the end to the length nearest its target, each sentence with its own marker; the citation
 # check prefers the source the writer marked.
-OFFLINE_VERSION = "offline-v4"
+OFFLINE_VERSION = "offline-v5"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
 _FILLER = re.compile(
@@ -312,8 +312,13 @@ class OfflineWriterModel:
             budget=max_words,
             lam=self.cfg.generation.mmr_lambda,
         )
-        # In the order chosen: the best evidence first, as an answer leads with its point (and the
-        # refine pass trims from the end).
+        # The best evidence first, as an answer leads with its point (the refine pass trims from the
+        # end): sections in the order their first sentence was chosen, each section's sentences in
+        # their own order, which keeps its reasoning readable.
+        first_pick: dict[tuple[int, int], int] = {}
+        for n, i in enumerate(chosen):
+            first_pick.setdefault((candidates[i].source, candidates[i].section_rank), n)
+        chosen.sort(key=lambda i: (first_pick[(candidates[i].source, candidates[i].section_rank)], candidates[i].position))
         text = " ".join(f"{candidates[i].text} [{candidates[i].source}]" for i in chosen)
         return Decision(Conversation((prompt, ChatTurn("model", text))), method="offline-mmr")
 
