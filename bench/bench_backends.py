@@ -118,11 +118,12 @@ def run_child(spec: Path) -> None:
 def corpus_base() -> Path:
     """A data root holding the built documentation corpus (built once, reused by every run)."""
     base = OUT / "base"
-    if not (base / "corpus" / "docs" / "manifest.json").exists():
-        from hifirag_core.corpus.build import build_default
-        from hifirag_core.runtime import corpus_at
+    from hifirag_core.runtime import corpus_at
 
-        corpus = corpus_at(base, "docs")
+    corpus = corpus_at(base, "docs")
+    if not corpus.is_current():  # absent, or built by an older version
+        from hifirag_core.corpus.build import build_default
+
         t = time.perf_counter()
         build_default(corpus.root, corpus.blobs)
         print(f"corpus built in {time.perf_counter() - t:.1f}s", flush=True)

@@ -119,11 +119,12 @@ def main() -> None:
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
 
     base = OUT / "base"
-    if not (base / "corpus" / "docs" / "manifest.json").exists():
-        from hifirag_core.corpus.build import build_default
-        from hifirag_core.runtime import corpus_at
+    from hifirag_core.runtime import corpus_at
 
-        corpus = corpus_at(base, "docs")
+    corpus = corpus_at(base, "docs")
+    if not corpus.is_current():  # absent, or built by an older version
+        from hifirag_core.corpus.build import build_default
+
         t = time.perf_counter()
         build_default(corpus.root, corpus.blobs)
         print(f"corpus built in {time.perf_counter() - t:.1f}s")

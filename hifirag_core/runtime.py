@@ -58,6 +58,9 @@ def open_corpus(data_root: Path, name: str) -> Corpus:
             f"the local corpus {name!r} is not built under {Path(data_root) / 'corpus'}; "
             "run `hifirag corpus build` (it reads ../shared/data/docs_html, or --folder DIR)"
         )
+    if not corpus.is_current():
+        raise CorpusError(f"the local corpus {name!r} under {Path(data_root) / 'corpus'} was built by an older "
+                          "version of HiFi-RAG; rebuild it with `hifirag corpus build`")
     return corpus
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hifirag_core.backends.offline import LocalFetcher, LocalSearch
@@ -56,6 +58,10 @@ def test_excluding_everything_and_missing_corpora_are_clear_errors(data_root, tm
         open_corpus(data_root, "docs").index(("*",))
     with pytest.raises(CorpusError, match="hifirag corpus build"):
         open_corpus(tmp_path / "empty-root", "docs")
+    manifest = corpus_at(data_root, "docs").manifest_path
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "version": "1/1"}))
+    with pytest.raises(CorpusError, match="older version.*hifirag corpus build"):
+        open_corpus(data_root, "docs")
     with pytest.raises(CorpusError, match="no HTML pages"):
         target = corpus_at(tmp_path / "r", "x")
         (tmp_path / "nothing").mkdir()
