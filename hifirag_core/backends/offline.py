@@ -33,6 +33,7 @@ from hifirag_core.blobs import BlobStore
 from hifirag_core.config import PipelineConfig
 from hifirag_core.corpus.store import CorpusIndex, normalize_url
 from hifirag_core.embeddings import Embedder
+from hifirag_core.metrics.citations import claim_sentences
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
@@ -179,15 +180,16 @@ def marked_sentences(answer: str) -> list[tuple[str, frozenset[int]]]:
     """The answer's sentences of three or more words, each with the source numbers marked after it.
 
     A marker ends a claim: the text between two markers is split into sentences, which all carry the
-    markers that close it (a sentence after the last marker carries none). Numbered-list prefixes go.
+    markers that close it (a sentence after the last marker carries none). Sentences are the
+    evaluation's claim sentences (list prefixes dropped).
     """
     out: list[tuple[str, frozenset[int]]] = []
     position = 0
     for match in _MARKER_RUN.finditer(answer + " "):
         chunk, markers = answer[position : match.start()], frozenset(int(n) for n in _NUMBER.findall(match.group()))
         position = match.end()
-        out.extend((sentence, markers) for sentence in _claim_sentences(chunk))
-    out.extend((sentence, frozenset()) for sentence in _claim_sentences(answer[position:]))
+        out.extend((sentence, markers) for sentence in claim_sentences(chunk))
+    out.extend((sentence, frozenset()) for sentence in claim_sentences(answer[position:]))
     return out
 
 
@@ -199,11 +201,6 @@ def _marked_units(draft: str) -> list[str]:
         position = match.end()
     units.extend(s for s in split_sentences(draft[position:]) if s.strip())
     return [u for u in units if strip_markers(u).strip()]
-
-
-def _claim_sentences(text: str) -> list[str]:
-    sentences = (re.sub(r"^\s*\d+\.\s+", "", s).strip() for s in split_sentences(text))
-    return [s for s in sentences if word_count(s) >= 3]
 
 
 def citation_support(sentences: list[str], sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:

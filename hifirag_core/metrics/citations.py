@@ -68,7 +68,7 @@ def cited_sentences(text: str) -> list[CitedSentence]:
     pos = 0
     pending: tuple[int, ...] = ()
     for match in _MARKERS.finditer(text):
-        claims = [CitedSentence(s, ()) for s in _claims(text[pos:match.start()])]
+        claims = [CitedSentence(s, ()) for s in claim_sentences(text[pos:match.start()])]
         if claims and pending:
             claims[0], pending = CitedSentence(claims[0].text, pending), ()
         out.extend(claims)
@@ -79,13 +79,14 @@ def cited_sentences(text: str) -> list[CitedSentence]:
         else:
             pending = tuple(dict.fromkeys(pending + numbers))
         pos = match.end()
-    tail = [CitedSentence(s, ()) for s in _claims(text[pos:])]
+    tail = [CitedSentence(s, ()) for s in claim_sentences(text[pos:])]
     if tail and pending:
         tail[0] = CitedSentence(tail[0].text, pending)
     return out + tail
 
 
-def _claims(segment: str) -> list[str]:
+def claim_sentences(segment: str) -> list[str]:
+    """The sentences of ``segment`` worth checking: list prefixes dropped, three words or more."""
     sentences = (_LIST_PREFIX.sub("", s).strip() for s in split_sentences(segment))
     return [s for s in sentences if word_count(s) >= MIN_CLAIM_WORDS]
 
