@@ -46,7 +46,7 @@ err = Console(stderr=True)
 DataRoot = Annotated[
     Path | None,
     typer.Option("--data-root", help="Where the warehouse, corpus and caches live "
-                 "[default: $HIFIRAG_DATA_ROOT or warehouse/data].", show_default=False),
+                 "(default: $HIFIRAG_DATA_ROOT, else warehouse/data).", show_default=False),
 ]
 EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError)
 
@@ -75,12 +75,12 @@ def run(
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
                                                        "pages, so the evidence is identical.")] = None,
-    run_id: Annotated[str | None, typer.Option(help="Run id [default: derived from questions + config, so a rerun resumes].")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id \\[default: derived from questions + config, so a rerun resumes].")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,
     ids: Annotated[str | None, typer.Option(help="Comma-separated question ids.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Questions in flight at once [default: 4].")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Questions in flight at once \\[default: 4].")] = None,
     fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
     data_root: DataRoot = None,
 ) -> None:
@@ -444,9 +444,9 @@ def variants() -> None:
 def reprocess(
     run_id: Annotated[str, typer.Argument(help="The run to derive from.")],
     from_stage: Annotated[str, typer.Option("--from", help=f"First stage to recompute: {', '.join(STAGE_NAMES)}.")],
-    questions: Annotated[str | None, typer.Option(help="Comma-separated question ids [default: all].")] = None,
+    questions: Annotated[str | None, typer.Option(help="Comma-separated question ids \\[default: all].")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
-    new_run_id: Annotated[str | None, typer.Option(help="Id of the new run [default: derived].")] = None,
+    new_run_id: Annotated[str | None, typer.Option(help="Id of the new run \\[default: derived].")] = None,
     data_root: DataRoot = None,
 ) -> None:
     """Derive a new run from RUN_ID, recomputing from one stage on and reusing everything before it.
@@ -507,7 +507,7 @@ def credibility(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Experiment setting key=value (repeatable), "
                                                    "e.g. credibility.smoothing_alpha=0.05.")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the Markdown summary and the plot "
-                                             "[default: <data root>/reports/credibility].")] = None,
+                                             "\\[default: <data root>/reports/credibility].")] = None,
     data_root: DataRoot = None,
 ) -> None:
     """The source-aware reranking experiment on MedQuAD with injected adversarial documents.
@@ -587,7 +587,7 @@ def sections(
 def corpus_build(
     folder: Annotated[Path | None, typer.Option(help="A folder of HTML pages instead of the documentation tarballs.")] = None,
     base_url: Annotated[str | None, typer.Option(help="The URL the folder's pages live under (with --folder).")] = None,
-    tarballs: Annotated[Path | None, typer.Option(help="A folder of *.html.tar.xz [default: ../shared/data/docs_html].")] = None,
+    tarballs: Annotated[Path | None, typer.Option(help="A folder of *.html.tar.xz \\[default: ../shared/data/docs_html].")] = None,
     name: Annotated[str, typer.Option(help="Corpus name (selected with --set corpus.name=...).")] = "docs",
     data_root: DataRoot = None,
 ) -> None:

@@ -155,6 +155,24 @@ def test_draft_follows_the_section_rankers_score(models):
     assert leading_source(writer.draft(question, sources(0.2, 0.9), max_words=12).value.last_reply) == "2"
 
 
+def test_draft_keeps_the_filters_order_of_sources_sections_and_sentences(models):
+    _, writer = models
+    question = "How is the sync bandwidth limited?"
+    sections = {  # source -> its kept sections, best first; the second source matches the question best
+        1: [("Accounts", "Free accounts have a monthly quota. The quota resets on the first day."),
+            ("Clients", "Desktop clients upload in the background.")],
+        2: [("Sync", "The sync bandwidth is limited with the max rate setting. It is limited per device.")],
+    }
+    sources = [SourceDoc(n, f"https://a/{n}", "", "", tuple(SourceSection(f"s{n}{k}", (h,), text, 0.5)
+                                                         for k, (h, text) in enumerate(secs)))
+               for n, secs in sections.items()]
+    draft = writer.draft(question, sources, max_words=200).value.last_reply
+    expected = [sentence for secs in sections.values() for _, text in secs for sentence in text.split(". ")]
+    positions = [draft.index(sentence.rstrip(".")) for sentence in expected]
+    assert positions == sorted(positions), draft  # every sentence chosen, in the filters' order
+    assert draft.index("[1]") < draft.index("[2]")
+
+
 def test_citations_keep_the_writers_source_when_another_quotes_it(models):
     filt, _ = models
     text = "Use the --max-rate option to limit the bandwidth of a sync."

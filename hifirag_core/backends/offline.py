@@ -37,10 +37,12 @@ from hifirag_core.metrics.citations import claim_sentences
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import STOPWORDS, split_sentences, word_count, words
 
-# v5: section-score and prose priors in the draft, which leads with its best section; refine trims
-# from the end to the length nearest its target, each sentence with its own marker; the citation
-# check prefers the source the writer marked.
-OFFLINE_VERSION = "offline-v5"
+# Part of the stage cache keys: bump the model whose output changes, so only its stages recompute.
+# Filter v5: the citation check prefers the source the writer marked.
+FILTER_VERSION = "offline-v5"
+# Writer v6: the draft follows the evidence in the filters' order (v5 led with the section MMR picked
+# first); section-score and prose priors; refine trims from the end to the length nearest its target.
+WRITER_VERSION = "offline-v6"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
 _FILLER = re.compile(
@@ -134,7 +136,7 @@ class OfflineFilterModel:
     def __init__(self, embedder: Embedder, cfg: PipelineConfig):
         self.embedder = embedder
         self.cfg = cfg
-        self.identity = f"{OFFLINE_VERSION}:filter:{embedder.model_id}"
+        self.identity = f"{FILTER_VERSION}:filter:{embedder.model_id}"
 
     def stage_identity(self, stage: str) -> str:
         return self.identity
@@ -283,7 +285,7 @@ class OfflineWriterModel:
     def __init__(self, embedder: Embedder, cfg: PipelineConfig):
         self.embedder = embedder
         self.cfg = cfg
-        self.identity = f"{OFFLINE_VERSION}:writer:{embedder.model_id}"
+        self.identity = f"{WRITER_VERSION}:writer:{embedder.model_id}"
 
     def stage_identity(self, stage: str) -> str:
         return self.identity
@@ -310,13 +312,12 @@ class OfflineWriterModel:
             budget=max_words,
             lam=self.cfg.generation.mmr_lambda,
         )
-        # The best evidence first, as an answer leads with its point (the refine pass trims from the
-        # end): sections in the order their first sentence was chosen, each section's sentences in
-        # their own order, which keeps its reasoning readable.
-        first_pick: dict[tuple[int, int], int] = {}
-        for n, i in enumerate(chosen):
-            first_pick.setdefault((candidates[i].source, candidates[i].section_rank), n)
-        chosen.sort(key=lambda i: (first_pick[(candidates[i].source, candidates[i].section_rank)], candidates[i].position))
+        # The evidence in the order the filters ranked it: sources as numbered, each source's sections
+        # best first, each section's sentences in their own order, which keeps its reasoning readable.
+        # The refine pass trims from the end, so the best-ranked evidence survives. (Leading with the
+        # section MMR happened to pick first instead cited the gold page for 94.5% of FAQ protocol (b)
+        # against 97.7% in this order, with ROUGE-L 0.648 against 0.663; protocol (a) 0.135 and 0.136.)
+        chosen.sort(key=lambda i: (candidates[i].source, candidates[i].section_rank, candidates[i].position))
         text = " ".join(f"{candidates[i].text} [{candidates[i].source}]" for i in chosen)
         return Decision(Conversation((prompt, ChatTurn("model", text))), method="offline-mmr")
 
@@ -326,8 +327,8 @@ class OfflineWriterModel:
             return Decision("", method="offline-fit", status="no_evidence", error="the draft is empty")
         target = self.target_words(examples)
         sentences = _marked_units(draft)
-        # The draft leads with its best evidence: trim from the end, stopping at the length closest to
-        # the target (drop a sentence only when that gets closer).
+        # The draft puts the best-ranked evidence first: trim from the end, stopping at the length
+        # closest to the target (drop a sentence only when that gets closer).
         while len(sentences) > 1:
             total = sum(word_count(strip_markers(s)) for s in sentences)
             if total <= target or total - target < word_count(strip_markers(sentences[-1])) / 2:
