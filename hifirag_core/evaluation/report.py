@@ -271,6 +271,12 @@ def plot_stages(report: EvaluationReport) -> str | None:
                       ha="right", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
+    if not any(s.cost_usd for v in variants for s in v.stages):  # offline or fully reused: say so, not ±0.04 ticks
+        axes[1].cla()
+        axes[1].set_axis_off()
+        axes[1].set_title("model cost per question (USD)", fontsize=9)
+        axes[1].text(0.5, 0.5, "no paid model calls", ha="center", va="center", transform=axes[1].transAxes,
+                     color="gray")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return _png(fig)
