@@ -21,6 +21,10 @@ DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     # One line per question from the flow; a task's own log only when it fails.
     "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "WARNING",
+    # A busy SQLite server answers 503 while its database is locked; Prefect's client retries with
+    # doubling waits, by default 5 times (about 1 min in all), which a 3-variant evaluation on two
+    # busy cores outlasted. 8 retries ride out a stall of about 8 min instead of failing the night.
+    "PREFECT_CLIENT_MAX_RETRIES": "8",
     # The temporary server's shutdown drops queued events and logs it as an error; that is noise.
     "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
     # Models load from local folders only; a hub name must fail at once, not after a minute of retries.
