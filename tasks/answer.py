@@ -15,6 +15,7 @@ from tasks._cache import stage_cache_key
     task_run_name="answer-{question.id}",
     cache_key_fn=stage_cache_key("answer"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def assemble_answer(
     question: Question,

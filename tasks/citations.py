@@ -18,6 +18,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("citations"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def verify_citations(
     question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime

@@ -16,6 +16,7 @@ from tasks._cache import stage_cache_key
     task_run_name="draft-{question.id}",
     cache_key_fn=stage_cache_key("draft"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> stages.StageOutput:
     """Generation pass 1"""

@@ -17,6 +17,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("fetch"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def fetch_pages(question: Question, decisions: stages.StageOutput, rt: Runtime) -> stages.StageOutput:
     """Fetch the kept URLs (pages, or Reddit threads) into the blob store."""

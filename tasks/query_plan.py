@@ -17,6 +17,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("query_plan"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def plan_query(question: Question, rt: Runtime) -> stages.StageOutput:
     """Rewrite the question into search queries (prompt A.1)."""

@@ -15,6 +15,7 @@ from tasks._cache import stage_cache_key
     task_run_name="refine-{question.id}",
     cache_key_fn=stage_cache_key("refine"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def refine_answer(question: Question, draft: stages.StageOutput, rt: Runtime) -> stages.StageOutput:
     """Generation pass 2"""

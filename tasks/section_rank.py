@@ -17,6 +17,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("section_rank"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def rank_sections(
     question: Question,

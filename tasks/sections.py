@@ -15,6 +15,7 @@ from tasks._cache import stage_cache_key
     task_run_name="sections-{question.id}",
     cache_key_fn=stage_cache_key("sections"),
     persist_result=True,
+    cache_result_in_memory=False,  # see tasks/_cache.py
 )
 def split_sections(question: Question, pages: stages.StageOutput, rt: Runtime) -> stages.StageOutput:
     """Parse each fetched page into heading-scoped Markdown sections."""

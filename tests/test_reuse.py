@@ -149,3 +149,16 @@ def test_the_evidence_funnel(web, live, questions_file, data_root, run_flow):
         flags = list(row[1:])
         assert flags[0] is True  # the gold page is found by search on this small site
         assert flags == sorted(flags, reverse=True)  # once lost, never found again downstream
+
+
+def test_stage_results_are_not_held_in_prefects_shared_memory_cache():
+    # Prefect keeps in-memory results in one 1,000-entry LRU shared by a flow's threads; past 1,000
+    # stage results its concurrent evictions raised KeyError on a cache hit and lost an answer.
+    from prefect import Task
+
+    import flows.answer as answer_flow
+
+    stage_tasks = [t for t in vars(answer_flow).values() if isinstance(t, Task) and t.cache_key_fn is not None]
+    assert len(stage_tasks) == 10
+    assert [t.name for t in stage_tasks if t.cache_result_in_memory] == []
+    assert all(t.persist_result for t in stage_tasks)
