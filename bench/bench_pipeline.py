@@ -118,16 +118,9 @@ def main() -> None:
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
 
-    base = OUT / "base"
-    from hifirag_core.runtime import corpus_at
+    from bench.bench_backends import corpus_base  # the corpus built once for every bench
 
-    corpus = corpus_at(base, "docs")
-    if not corpus.is_current():  # absent, or built by an older version
-        from hifirag_core.corpus.build import build_default
-
-        t = time.perf_counter()
-        build_default(corpus.root, corpus.blobs)
-        print(f"corpus built in {time.perf_counter() - t:.1f}s")
+    base = corpus_base()
     n = args.questions
     loop = _child("loop", _fresh_root("loop", base), n)
     flow = _child("flow", _fresh_root("flow", base), n)

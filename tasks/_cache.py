@@ -9,10 +9,11 @@ from prefect.context import TaskRunContext
 
 from hifirag_core.stages import cache_key
 
-# Stage results are read back from disk, not kept in memory: Prefect's in-memory result cache is one
-# LRU (1,000 entries) shared by the threads of a flow, and once a run passes 1,000 stage results,
-# concurrent evictions raise KeyError on a cache hit (seen on a 217-question rerun at 4 questions at a
-# time: one question lost its answer). Every stage task sets ``cache_result_in_memory=False``.
+# How every stage task stores its result: persisted (the stage cache), and read back from disk rather
+# than kept in memory. Prefect's in-memory result cache is one LRU (1,000 entries) shared by the
+# threads of a flow; once a run passes 1,000 stage results, concurrent evictions raise KeyError on a
+# cache hit (seen on a 217-question rerun at 4 questions at a time: one question lost its answer).
+STORED_RESULT: dict[str, Any] = {"persist_result": True, "cache_result_in_memory": False}
 
 # Network stages back off before retrying; a stage that fails after these becomes a status row.
 IO_RETRIES = 2

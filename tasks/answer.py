@@ -7,15 +7,14 @@ from prefect import task
 from hifirag_core import stages
 from hifirag_core.questions import Question
 from hifirag_core.runtime import Runtime
-from tasks._cache import stage_cache_key
+from tasks._cache import STORED_RESULT, stage_cache_key
 
 
 @task(
     name="answer",
     task_run_name="answer-{question.id}",
     cache_key_fn=stage_cache_key("answer"),
-    persist_result=True,
-    cache_result_in_memory=False,  # see tasks/_cache.py
+    **STORED_RESULT,
 )
 def assemble_answer(
     question: Question,

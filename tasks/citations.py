@@ -8,7 +8,7 @@ from hifirag_core import stages
 from hifirag_core.backends.base import SourceDoc
 from hifirag_core.questions import Question
 from hifirag_core.runtime import Runtime
-from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
+from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, STORED_RESULT, stage_cache_key
 
 
 @task(
@@ -17,8 +17,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retries=IO_RETRIES,
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("citations"),
-    persist_result=True,
-    cache_result_in_memory=False,  # see tasks/_cache.py
+    **STORED_RESULT,
 )
 def verify_citations(
     question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime

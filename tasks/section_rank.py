@@ -7,7 +7,7 @@ from prefect import task
 from hifirag_core import stages
 from hifirag_core.questions import Question
 from hifirag_core.runtime import Runtime
-from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
+from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, STORED_RESULT, stage_cache_key
 
 
 @task(
@@ -16,8 +16,7 @@ from tasks._cache import IO_RETRIES, IO_RETRY_DELAYS, stage_cache_key
     retries=IO_RETRIES,
     retry_delay_seconds=IO_RETRY_DELAYS,
     cache_key_fn=stage_cache_key("section_rank"),
-    persist_result=True,
-    cache_result_in_memory=False,  # see tasks/_cache.py
+    **STORED_RESULT,
 )
 def rank_sections(
     question: Question,

@@ -7,15 +7,14 @@ from prefect import task
 from hifirag_core import stages
 from hifirag_core.questions import Question
 from hifirag_core.runtime import Runtime
-from tasks._cache import stage_cache_key
+from tasks._cache import STORED_RESULT, stage_cache_key
 
 
 @task(
     name="sections",
     task_run_name="sections-{question.id}",
     cache_key_fn=stage_cache_key("sections"),
-    persist_result=True,
-    cache_result_in_memory=False,  # see tasks/_cache.py
+    **STORED_RESULT,
 )
 def split_sections(question: Question, pages: stages.StageOutput, rt: Runtime) -> stages.StageOutput:
     """Parse each fetched page into heading-scoped Markdown sections."""

@@ -39,6 +39,7 @@ from hifirag_core.evaluation.scoring import (
     load_latencies,
     load_source_texts,
     score_questions,
+    stage_seconds,
 )
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.semantic import BertScoreSpec, select_bertscore
@@ -191,18 +192,9 @@ def stage_costs(warehouse: Warehouse, run_id: str, n_questions: int,
                 known_seconds: dict[str, float] | None = None) -> list[StageCost]:
     """Per stage: seconds per question when computed (cache hits count with their computing run's time),
     the share computed by this run, and the model calls' cost and tokens per question."""
-    rows = warehouse.query(
-        """WITH computed AS (
-               SELECT cache_key, max(seconds) AS seconds FROM stage_runs
-               WHERE NOT cached AND cache_key IS NOT NULL GROUP BY cache_key)
-           SELECT r.stage, r.cache_key, r.cached, coalesce(r.compute_seconds, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END)
-           FROM stage_runs r LEFT JOIN computed c USING (cache_key)
-           WHERE r.run_id = ?""", [run_id]).rows
     per_stage: dict[str, list[tuple[bool, float | None]]] = {}
-    for stage, key, cached, seconds in rows:
-        if seconds is None and known_seconds and key in known_seconds:
-            seconds = known_seconds[key]
-        per_stage.setdefault(stage, []).append((bool(cached), seconds))
+    for _, stage, cached, _, seconds in stage_seconds(warehouse, run_id, known_seconds):
+        per_stage.setdefault(stage, []).append((cached, seconds))
     timing = []
     for stage, items in per_stage.items():
         known = [sec for _, sec in items if sec is not None]

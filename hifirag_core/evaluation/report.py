@@ -260,21 +260,21 @@ def plot_stages(report: EvaluationReport) -> str | None:
     stages = list(dict.fromkeys(s.stage for v in variants for s in v.stages))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.8 / len(variants)
+    paid = any(s.cost_usd for v in variants for s in v.stages)
     for i, v in enumerate(variants):
         by_stage = {s.stage: s for s in v.stages}
         xs = [j + i * width for j in range(len(stages))]
         axes[0].bar(xs, [(by_stage[s].seconds_per_question or 0.0) if s in by_stage else 0.0 for s in stages],
                     width, label=v.variant)
-        axes[1].bar(xs, [by_stage[s].cost_usd if s in by_stage else 0.0 for s in stages], width, label=v.variant)
+        if paid:
+            axes[1].bar(xs, [by_stage[s].cost_usd if s in by_stage else 0.0 for s in stages], width, label=v.variant)
     for ax, title in zip(axes, ("seconds per question when computed", "model cost per question (USD)"), strict=True):
         ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(stages))], stages, rotation=30,
                       ha="right", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    if not any(s.cost_usd for v in variants for s in v.stages):  # offline or fully reused: say so, not ±0.04 ticks
-        axes[1].cla()
+    if not paid:  # offline or fully reused: say so, not an empty axis with ±0.04 ticks
         axes[1].set_axis_off()
-        axes[1].set_title("model cost per question (USD)", fontsize=9)
         axes[1].text(0.5, 0.5, "no paid model calls", ha="center", va="center", transform=axes[1].transAxes,
                      color="gray")
     axes[0].legend(fontsize=7)

@@ -110,11 +110,13 @@ def computed_seconds(warehouse: Warehouse) -> dict[str, float]:
     return {key: float(seconds) for key, seconds in rows}
 
 
-def load_latencies(warehouse: Warehouse, run_id: str,
-                   known: Mapping[str, float] | None = None) -> dict[str, tuple[float | None, str, int, int]]:
-    """question -> (compute seconds or None, hash of its stage cache keys, stages from cache, stages).
+def stage_seconds(warehouse: Warehouse, run_id: str,
+                  known: Mapping[str, float] | None = None) -> list[tuple[str, str, bool, str | None, float | None]]:
+    """Each stage run of ``run_id`` as (question, stage, cached, cache key, compute seconds or None).
 
-    ``known`` adds compute times by cache key recorded before this run was last rerun.
+    The seconds are those recorded with the output; for rows from before that was recorded, the wall
+    time of the run that computed the cache key, else ``known`` (times by cache key recorded before
+    this run was last rerun).
     """
     rows = warehouse.query(
         """WITH computed AS (
@@ -124,11 +126,19 @@ def load_latencies(warehouse: Warehouse, run_id: str,
                   coalesce(r.compute_seconds, CASE WHEN NOT r.cached THEN r.seconds ELSE c.seconds END)
            FROM stage_runs r LEFT JOIN computed c USING (cache_key)
            WHERE r.run_id = ? ORDER BY r.question_id, r.stage""", [run_id]).rows
+    return [(qid, stage, bool(cached), key, seconds if seconds is not None or not known else known.get(key))
+            for qid, stage, cached, key, seconds in rows]
+
+
+def load_latencies(warehouse: Warehouse, run_id: str,
+                   known: Mapping[str, float] | None = None) -> dict[str, tuple[float | None, str, int, int]]:
+    """question -> (compute seconds or None, hash of its stage cache keys, stages from cache, stages).
+
+    ``known`` adds compute times by cache key recorded before this run was last rerun.
+    """
     by_question: dict[str, list[tuple[str, bool, str | None, float | None]]] = defaultdict(list)
-    for qid, stage, cached, key, seconds in rows:
-        if seconds is None and known and key in known:
-            seconds = known[key]
-        by_question[qid].append((stage, bool(cached), key, seconds))
+    for qid, stage, cached, key, seconds in stage_seconds(warehouse, run_id, known):
+        by_question[qid].append((stage, cached, key, seconds))
     earlier = _earlier_latencies(warehouse)
     out: dict[str, tuple[float | None, str, int, int]] = {}
     for qid, stages in by_question.items():
