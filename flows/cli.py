@@ -23,10 +23,9 @@ from hifirag_core.config import ConfigError, parse_overrides
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.examples import ExamplesError
+from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.questions import InputError
 from hifirag_core.runs import data_root as resolve_data_root
-from hifirag_core.stages import STAGE_NAMES
-from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError
 
 app = typer.Typer(
@@ -48,7 +47,23 @@ DataRoot = Annotated[
     typer.Option("--data-root", help="Where the warehouse, corpus and caches live "
                  "(default: $HIFIRAG_DATA_ROOT, else warehouse/data).", show_default=False),
 ]
+RunnerOpt = Annotated[str, typer.Option(help="Where questions run: threads (this process) or dask (a local "
+                                          "cluster of --dask-workers processes, or --dask-address).")]
+DaskAddress = Annotated[str | None, typer.Option(help="An existing Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+                                                 "(its workers need the data root and PREFECT_API_URL).")]
+DaskWorkers = Annotated[int, typer.Option(help="Processes of the local Dask cluster.")]
 EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError)
+
+
+def _runner(runner: str, dask_address: str | None, dask_workers: int) -> dict:
+    """The flows' runner parameters, checked before Prefect starts."""
+    from flows.runners import RunnerChoice
+
+    try:
+        RunnerChoice(runner, dask_address, dask_workers)  # type: ignore[arg-type]
+    except ValueError as exc:
+        _fail(exc)
+    return {"runner": runner, "dask_address": dask_address, "dask_workers": dask_workers}
 
 
 def _fail(exc: Exception) -> None:
@@ -82,6 +97,9 @@ def run(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions in flight at once \\[default: 4].")] = None,
     fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
+    runner: RunnerOpt = "threads",
+    dask_address: DaskAddress = None,
+    dask_workers: DaskWorkers = 2,
     data_root: DataRoot = None,
 ) -> None:
     """Answer a file of questions with the HiFi-RAG pipeline and store every stage.
@@ -93,6 +111,7 @@ def run(
     overrides = list(set_ or [])
     if concurrency is not None:
         overrides.append(f"limits.concurrency={concurrency}")
+    where = _runner(runner, dask_address, dask_workers)
     try:
         field_map = dict(pair.split("=", 1) for pair in fields.split(",")) if fields else None
     except ValueError:
@@ -101,38 +120,36 @@ def run(
         names = [v.strip() for v in variants.split(",") if v.strip()]
         if run_id:
             _fail(ValueError("--run-id names one run; with --variants each variant gets its own"))
-        for name in names:  # check every name before the first run starts
-            try:
-                variant_overrides(name)
-            except ConfigError as exc:
-                _fail(exc)
-        for name in names:
-            _print_summary(_run_flow(questions, variant=name, run_id=None, limit=limit, sample=sample,
-                                     ids=ids.split(",") if ids else None, overrides=overrides,
-                                     data_root=data_root, fields=field_map, evidence_from=evidence_from))
-        return
-    summary = _run_flow(questions, variant=variant, run_id=run_id, limit=limit, sample=sample,
-                        ids=ids.split(",") if ids else None, overrides=overrides, data_root=data_root,
-                        fields=field_map, evidence_from=evidence_from)
-    _print_summary(summary)
+    else:
+        names = [variant]
+    for summary in _run_flow(questions, variants=names, run_id=run_id, limit=limit, sample=sample,
+                             ids=ids.split(",") if ids else None, overrides=overrides, data_root=data_root,
+                             fields=field_map, evidence_from=evidence_from, **where):
+        _print_summary(summary)
 
 
-def _run_flow(questions: Path, *, data_root: Path | None, **kwargs) -> dict:
+def _run_flow(questions: Path, *, variants: list[str], data_root: Path | None, run_id: str | None = None,
+              **kwargs) -> list[dict]:
+    """One run per variant (several share one Dask cluster); each planned, so checked, before Prefect starts."""
     root = _setup(data_root)
     from hifirag_core.runs import plan_run
 
-    try:  # validate the input before Prefect starts, so a bad file fails fast and writes nothing
-        plan_run(questions, variant=kwargs["variant"], overrides=kwargs["overrides"], run_id=kwargs["run_id"],
-                 limit=kwargs["limit"], sample=kwargs["sample"], ids=kwargs["ids"], root=root,
-                 fields=kwargs.get("fields"), evidence_from=kwargs.get("evidence_from"))
+    planned = {k: kwargs.get(k) for k in ("overrides", "limit", "sample", "ids", "fields", "evidence_from")}
+    try:  # a bad file or variant fails fast and writes nothing
+        for name in variants:
+            plan_run(questions, variant=name, run_id=run_id, root=root, **planned)
     except EXPECTED as exc:
         _fail(exc)
-    from flows.answer import answer_questions
+    from flows.answer import answer_questions, answer_variants
 
-    return _in_prefect(root, answer_questions, questions=str(questions), data_root=str(root), **kwargs)
+    if len(variants) == 1:
+        return [_in_prefect(root, answer_questions, questions=str(questions), variant=variants[0], run_id=run_id,
+                            data_root=str(root), **kwargs)]
+    return _in_prefect(root, answer_variants, questions=str(questions), variants=variants, data_root=str(root),
+                       **kwargs)
 
 
-def _in_prefect(root: Path, flow_fn, **params) -> dict:
+def _in_prefect(root: Path, flow_fn, **params):
     """Call a flow with its stage cache under ``root``, turning expected errors into clear exits."""
     from flows.environment import stage_cache_at
 
@@ -173,8 +190,8 @@ def demo(
     if not faq.exists():
         _fail(CorpusError(f"{faq} is missing: the demo needs ../shared/data (or set HIFIRAG_SHARED_DATA)"))
     overrides = [f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}"]
-    summary = _run_flow(faq, variant="final", run_id=None, limit=None, sample=questions, ids=None,
-                        overrides=overrides, data_root=data_root, fields=None, evidence_from=None)
+    (summary,) = _run_flow(faq, variants=["final"], limit=None, sample=questions, ids=None, overrides=overrides,
+                           data_root=data_root, fields=None, evidence_from=None)
     warehouse = Warehouse(Path(summary["data_root"]))
     _print_answers(warehouse, summary["run_id"])
     _print_summary(summary)
@@ -245,6 +262,9 @@ def eval_(
     fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the Markdown and HTML reports "
                                               "\\[default: <data root>/reports/evaluations].")] = None,
+    runner: RunnerOpt = "threads",
+    dask_address: DaskAddress = None,
+    dask_workers: DaskWorkers = 2,
     data_root: DataRoot = None,
 ) -> None:
     """Evaluate variants: run (or reuse) them, score every question, compare with the last evaluation, report.
@@ -257,6 +277,7 @@ def eval_(
 
     [bold]Example[/bold]: hifirag eval --dataset faq-a --variants final,rag_filters --sample 40
     """
+    where = _runner(runner, dask_address, dask_workers)
     root = _setup(data_root)
     from hifirag_core.evaluation.config import build_evaluation_config
     from hifirag_core.evaluation.evaluate import plan_evaluation
@@ -281,7 +302,7 @@ def eval_(
 
     params = dict(dataset=dataset, variants=names, limit=limit, sample=sample, ids=id_list, overrides=set_ or [],
                   eval_settings=settings, data_root=str(root), fields=field_map, baseline=baseline, accept=accept,
-                  report_dir=str(out) if out else None)
+                  report_dir=str(out) if out else None, **where)
     try:
         with stage_cache_at(root):
             state = evaluate(**params, return_state=True)
@@ -447,6 +468,9 @@ def reprocess(
     questions: Annotated[str | None, typer.Option(help="Comma-separated question ids \\[default: all].")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
     new_run_id: Annotated[str | None, typer.Option(help="Id of the new run \\[default: derived].")] = None,
+    runner: RunnerOpt = "threads",
+    dask_address: DaskAddress = None,
+    dask_workers: DaskWorkers = 2,
     data_root: DataRoot = None,
 ) -> None:
     """Derive a new run from RUN_ID, recomputing from one stage on and reusing everything before it.
@@ -458,6 +482,7 @@ def reprocess(
     """
     if from_stage not in STAGE_NAMES:
         _fail(ValueError(f"--from {from_stage!r}: choose one of {', '.join(STAGE_NAMES)}"))
+    where = _runner(runner, dask_address, dask_workers)
     root = _setup(data_root)
     from hifirag_core.runs import plan_reprocess
 
@@ -470,7 +495,7 @@ def reprocess(
     from flows.reprocess import reprocess as reprocess_flow
 
     summary = _in_prefect(root, reprocess_flow, run_id=run_id, from_stage=from_stage, questions=ids,
-                          overrides=set_ or [], new_run_id=new_run_id, data_root=str(root))
+                          overrides=set_ or [], new_run_id=new_run_id, data_root=str(root), **where)
     _print_summary(summary)
 
 

@@ -145,12 +145,13 @@ def load_questions(
         questions.append(Question(qid, query.strip(), reference, line_no, meta))
     if problems:
         raise InputError(path, problems)
-    return _select(QuestionSet(path, fmt, tuple(questions)), limit=limit, sample=sample, ids=ids,
-                   exclude_ids=exclude_ids)
+    return select_questions(QuestionSet(path, fmt, tuple(questions)), limit=limit, sample=sample, ids=ids,
+                            exclude_ids=exclude_ids)
 
 
-def _select(qs: QuestionSet, *, limit: int | None, sample: int | None, ids: Sequence[str] | None,
-            exclude_ids: Sequence[str]) -> QuestionSet:
+def select_questions(qs: QuestionSet, *, limit: int | None = None, sample: int | None = None,
+                     ids: Sequence[str] | None = None, exclude_ids: Sequence[str] = ()) -> QuestionSet:
+    """The questions of ``qs`` chosen as :func:`load_questions` describes."""
     questions = list(qs.questions)
     dropped = [q.id for q in questions if q.id in set(exclude_ids)]
     questions = [q for q in questions if q.id not in set(exclude_ids)]

@@ -4,11 +4,10 @@ Each stage takes the question and the outputs of the stages it depends on and re
 ``StageOutput``: the rows for its warehouse table, the LLM calls it made, and (``value``) what a
 later stage needs that the warehouse does not store. Stages never raise for a bad model reply or
 a page that failed to load (those become rows with a status); they raise ``BackendError`` when a
-backend is down, so the orchestrator can retry, and then call ``failed_output`` to go on with
+backend is down, so the orchestrator can retry, and then take the stage's fallback to go on with
 what the question has.
 
-``cache_key`` says exactly what a stage's output depends on: its inputs, the config slice it
-reads, the identity of the backend or model it calls (with prompt hashes), and its version.
+What each stage reads, writes and depends on is declared in ``hifirag_core.pipeline``.
 """
 
 from __future__ import annotations
@@ -38,11 +37,11 @@ from hifirag_core.backends.base import (
     SourceSection,
     TransientError,
     UrlCandidate,
+    error_status,
 )
 from hifirag_core.backends.offline import strip_markers
 from hifirag_core.config import GenerationConfig
 from hifirag_core.credibility.rerank import score_with_prior
-from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
@@ -57,7 +56,6 @@ from hifirag_core.records import (
     SectionDecisionRecord,
     SectionRecord,
     UrlDecisionRecord,
-    content_row,
     utcnow,
 )
 from hifirag_core.reddit import (
@@ -70,29 +68,14 @@ from hifirag_core.reddit import (
     thread_to_json,
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
-from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
+from hifirag_core.sectioning import parse_sections
 from hifirag_core.text import split_sentences, word_count
 
 if TYPE_CHECKING:
     from hifirag_core.runtime import Runtime
 
-# (stage, table) in pipeline order
-STAGES: tuple[tuple[str, str], ...] = (
-    ("query_plan", "query_plans"),
-    ("search", "search_results"),
-    ("url_filter", "url_decisions"),
-    ("fetch", "pages"),
-    ("sections", "sections"),
-    ("section_rank", "section_decisions"),
-    ("draft", "drafts"),
-    ("refine", "drafts"),
-    ("citations", "citations"),
-    ("answer", "answers"),
-)
-STAGE_NAMES = tuple(s for s, _ in STAGES)
 # Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
 PAGE_PARALLELISM = 8
-STAGE_TABLE = dict(STAGES)
 
 
 @dataclass
@@ -106,10 +89,6 @@ class StageOutput:
     # How long computing this output took. It travels with the output into the stage cache, so a
     # cache hit still knows what the stage costs to compute.
     compute_seconds: float | None = None
-
-    @property
-    def table(self) -> str:
-        return STAGE_TABLE[self.stage]
 
 
 def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
@@ -125,108 +104,11 @@ def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
     return run
 
 
-# --- cache keys -------------------------------------------------------------------------------
-
-# Bump a stage's version when its code changes what it outputs.
-STAGE_VERSIONS = {
-    "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": f"1/{SECTIONER_VERSION}",
-    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
-}
-# The config each stage reads (and nothing else: other fields never invalidate it).
-STAGE_CONFIG = {
-    "query_plan": ("query_plan", "backends.filter_llm", "models.filter"),
-    "search": ("search", "backends.search", "corpus"),  # search.max_age_hours: live results expire
-    "url_filter": ("url_filter", "credibility", "backends.filter_llm", "models.filter"),
-    "fetch": ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit",
-              "corpus"),
-    "sections": ("sectioning", "reddit"),
-    "section_rank": ("section_rank", "credibility", "backends.filter_llm", "models.filter"),
-    "draft": ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",
-              "generation.max_context_chars", "backends.writer_llm", "models.writer"),
-    "refine": ("generation.two_pass", "generation.examples", "backends.writer_llm", "models.writer"),
-    "citations": ("citations", "backends.filter_llm", "models.filter"),
-    "answer": (),
-}
+# --- fallbacks: what a question goes on with when a stage could not run ----------------------
 
 
-def _identity(stage: str, rt: Runtime) -> str:
-    if stage in ("query_plan", "url_filter", "section_rank", "citations"):
-        return rt.filter_model.stage_identity(stage)
-    if stage in ("draft", "refine"):
-        return rt.writer_model.stage_identity(stage)
-    if stage == "search":
-        return getattr(rt.search, "identity", rt.search.provider)
-    if stage == "fetch":  # pinned evidence changes what a fetch returns
-        return f"{getattr(rt.fetcher, 'identity', rt.fetcher.name)}|evidence={rt.evidence_run}"
-    return ""
-
-
-def fingerprint(value: Any) -> Any:
-    """What of a stage input counts for caching: content, not the run or time it came from."""
-    if isinstance(value, StageOutput):
-        return {"records": [content_row(r) for r in value.records], "status": value.status,
-                "value": fingerprint(value.value)}
-    if isinstance(value, Record):
-        return content_row(value)
-    if isinstance(value, Question):
-        return {"query": value.query}  # the id is a label; the same question is the same work
-    if isinstance(value, (list, tuple)):
-        return [fingerprint(v) for v in value]
-    return value
-
-
-def cache_key(stage: str, inputs: dict[str, Any], rt: Runtime) -> str:
-    payload = {
-        "stage": stage,
-        "version": STAGE_VERSIONS[stage],
-        "config": rt.cfg.slice(*STAGE_CONFIG[stage]),
-        "identity": _identity(stage, rt),
-        "inputs": {k: fingerprint(v) for k, v in sorted(inputs.items())},
-    }
-    if stage == "refine":
-        payload["examples"] = [(e.example_id, e.question, e.answer) for e in rt.examples.examples]
-    return f"{stage}-{stable_hash(payload, 32)}"
-
-
-# --- failures ---------------------------------------------------------------------------------
-
-
-def failure_status(exc: BaseException) -> str:
-    """The status a stage row gets for the error that ended it (the llm_calls names, where shared)."""
-    name = type(exc).__name__
-    return {
-        "BudgetExceededError": "budget_exceeded",
-        "DeadlineExceededError": "deadline_exceeded",
-        "MissingSecretError": "missing_secret",
-    }.get(name, "failed")
-
-
-def failed_output(stage: str, question: Question, error: BaseException | str, *, status: str = "failed",
-                  upstream: StageOutput | None = None) -> StageOutput:
-    """The row a stage leaves when it could not run, and what the next stages can go on with.
-
-    A failed URL filter keeps the search engine's top results, a failed section ranking keeps
-    each page's first sections, a failed refine leaves the draft as the answer: the question goes
-    on with what it has, and the status says what happened.
-    """
-    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    records: list[Record] = []
-    value: Any = None
-    if stage == "query_plan":
-        records = [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
-        value = [question.query]  # search the question as asked
-    elif stage == "url_filter" and upstream is not None:
-        records = _fallback_url_decisions(upstream, status, message)
-    elif stage == "section_rank" and upstream is not None:
-        records = _fallback_section_decisions(upstream, status, message)
-    elif stage in ("draft", "refine"):
-        records = [DraftRecord(stage=stage, status=status, error=message)]
-    elif stage == "answer":
-        records = [AnswerRecord(status=status, error=message)]
-    return StageOutput(stage, records, value=value, status=status, error=message)
-
-
-def _fallback_url_decisions(search: StageOutput, status: str, message: str) -> list[Record]:
+def fallback_url_decisions(search: StageOutput, status: str, message: str) -> list[Record]:
+    """The search engine's top three, in its order."""
     out: list[Record] = []
     for rank, hit in enumerate(_merged_hits(search), 1):
         out.append(UrlDecisionRecord(url=hit.url or "", title=hit.title, snippet=hit.snippet, search_rank=rank,
@@ -235,7 +117,8 @@ def _fallback_url_decisions(search: StageOutput, status: str, message: str) -> l
     return out
 
 
-def _fallback_section_decisions(sections: StageOutput, status: str, message: str) -> list[Record]:
+def fallback_section_decisions(sections: StageOutput, status: str, message: str) -> list[Record]:
+    """Each page's first two sections, in page order."""
     out: list[Record] = []
     per_page: dict[str, int] = {}
     for sec in sections.records:
@@ -292,7 +175,7 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
         )
     if errors and len(errors) == len(queries) and all(isinstance(e, TransientError) for e in errors):
         raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
-    status = (failure_status(errors[0]) if errors and len(errors) == len(queries) else OK)
+    status = (error_status(errors[0]) if errors and len(errors) == len(queries) else OK)
     return StageOutput("search", records, status=status, error=records[0].error if status != OK else None)
 
 
@@ -420,7 +303,7 @@ def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
     except RedditThreadNotFound as exc:
         return FetchResult(url=url, status="not_found", fetcher=rt.reddit.name, error=str(exc))
     except (BackendError, RedditError) as exc:
-        return FetchResult(url=url, status=failure_status(exc) if isinstance(exc, BackendError) else "failed",
+        return FetchResult(url=url, status=error_status(exc) if isinstance(exc, BackendError) else "failed",
                            fetcher=rt.reddit.name, error=f"{type(exc).__name__}: {exc}")
     return FetchResult(url=url, status="ok", fetcher=rt.reddit.name, final_url=thread.url, http_status=200,
                        content_type="application/json", body=thread_to_json(thread), kind="reddit")

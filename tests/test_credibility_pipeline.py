@@ -10,7 +10,7 @@ from hifirag_core.corpus.store import Corpus
 from hifirag_core.examples import ExampleSet
 from hifirag_core.questions import Question
 from hifirag_core.records import SearchResultRecord, UrlDecisionRecord
-from hifirag_core.runtime import blob_store, build_runtime
+from hifirag_core.runtime import RunContext, blob_store, build_runtime
 from hifirag_core.stages import StageOutput, filter_urls
 from hifirag_core.variants import variant_overrides
 
@@ -40,7 +40,7 @@ def _search_output() -> StageOutput:
 
 def _decide(root, variant: str) -> list[UrlDecisionRecord]:
     cfg = build_config(variant_overrides(variant), {"url_filter": {"max_urls": 1, "min_relative_score": 0.0}})
-    rt = build_runtime(cfg, root, ExampleSet("", ()))
+    rt = build_runtime(RunContext("t", str(root), cfg, ExampleSet("", ())))
     out = filter_urls(Question("q1", "Does the flu shot give you the flu?", None, 1), _search_output(), rt)
     return [r for r in out.records if isinstance(r, UrlDecisionRecord)]
 

@@ -63,13 +63,13 @@ def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(q
 def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, run_flow, monkeypatch):
     from hifirag_core.backends.base import TransientError
     from hifirag_core.backends.offline import LocalFetcher
-    from tasks import fetch
+    from tasks.stages import STAGE_TASKS
 
     def broken(self, url):
         raise TransientError("connection reset")
 
     monkeypatch.setattr(LocalFetcher, "fetch", broken)
-    monkeypatch.setattr(fetch.fetch_pages, "retry_delay_seconds", [0, 0])
+    monkeypatch.setattr(STAGE_TASKS["fetch"], "retry_delay_seconds", [0, 0])
     summary = run_flow(questions_file)
     assert summary["status"] == "partial" and summary["n_failed"] == 3
     w = Warehouse(data_root)

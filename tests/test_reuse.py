@@ -154,11 +154,11 @@ def test_the_evidence_funnel(web, live, questions_file, data_root, run_flow):
 def test_stage_results_are_not_held_in_prefects_shared_memory_cache():
     # Prefect keeps in-memory results in one 1,000-entry LRU shared by a flow's threads; past 1,000
     # stage results its concurrent evictions raised KeyError on a cache hit and lost an answer.
-    from prefect import Task
+    from hifirag_core.pipeline import STAGE_NAMES
+    from tasks.stages import STAGE_TASKS
 
-    import flows.answer as answer_flow
-
-    stage_tasks = [t for t in vars(answer_flow).values() if isinstance(t, Task) and t.cache_key_fn is not None]
-    assert len(stage_tasks) == 10
+    stage_tasks = list(STAGE_TASKS.values())
+    assert [t.name for t in stage_tasks] == list(STAGE_NAMES)
+    assert all(t.cache_key_fn is not None for t in stage_tasks)
     assert [t.name for t in stage_tasks if t.cache_result_in_memory] == []
     assert all(t.persist_result for t in stage_tasks)

@@ -41,6 +41,10 @@ class TransientError(BackendError):
         self.rate_limited = rate_limited
 
 
+class CallTimeoutError(TransientError):
+    """A call that ran out of time; retried like any transient error, recorded as ``timeout``."""
+
+
 class PermanentError(BackendError):
     """Not worth retrying: other 4xx, a malformed request, an unsupported input."""
 
@@ -55,6 +59,21 @@ class BudgetExceededError(BackendError):
 
 class DeadlineExceededError(BackendError):
     """The question's deadline has passed."""
+
+
+def error_status(exc: BaseException) -> str:
+    """The status a row gets for the error that ended its call or stage (``llm_calls``, stage rows)."""
+    if isinstance(exc, BudgetExceededError):
+        return "budget_exceeded"
+    if isinstance(exc, DeadlineExceededError):
+        return "deadline_exceeded"
+    if isinstance(exc, MissingSecretError):
+        return "missing_secret"
+    if isinstance(exc, CallTimeoutError):
+        return "timeout"
+    if isinstance(exc, TransientError) and exc.rate_limited:
+        return "rate_limited"  # refused for a rate limit after every retry: not an outage
+    return "failed"
 
 
 # --- search and fetch -------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Literal
 
 from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
 from hifirag_core.config import PipelineConfig
-from hifirag_core.limits import Budget, Clock, RunGuards, Sleep
+from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer
 from hifirag_core.prompts import PromptSet
 from hifirag_core.reddit import RedditSource
@@ -34,9 +34,10 @@ Role = Literal["filter", "writer"]
 
 
 def build_guards(cfg: PipelineConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
-                 sleep: Sleep = time.sleep, rng: random.Random | None = None) -> RunGuards:
-    """The run's rate limiters, retry policy and budget (share one instance across threads)."""
-    return RunGuards(cfg.limits, budget=budget, clock=clock, sleep=sleep, rng=rng)
+                 sleep: Sleep = time.sleep, rng: random.Random | None = None, ledger: Ledger | None = None) -> RunGuards:
+    """The run's rate limiters, retry policy and budget (share one instance across threads; a
+    ``ledger`` counts the rpm and the spending across processes)."""
+    return RunGuards(cfg.limits, budget=budget, clock=clock, sleep=sleep, rng=rng, ledger=ledger)
 
 
 def _llm_backend(cfg: PipelineConfig, role: Role) -> str:

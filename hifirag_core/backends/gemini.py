@@ -27,13 +27,12 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError, error_status
 from hifirag_core.backends.http_common import (
     Stopwatch,
     error_for_status,
     estimate_cost,
     new_call_record,
-    status_of_error,
     transport_error,
 )
 from hifirag_core.config import ModelPrice
@@ -106,7 +105,7 @@ class GeminiChatModel:
         except BackendError as exc:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
-            record.status, record.error = status_of_error(exc), redact(str(exc))
+            record.status, record.error = error_status(exc), redact(str(exc))
             return ChatReply(None, record)
         record.latency_s = watch.elapsed()
         self._record_usage(record, response)

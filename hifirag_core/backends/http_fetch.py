@@ -31,8 +31,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
-from hifirag_core.backends.base import BackendError, FetchResult, FetchStatus
-from hifirag_core.backends.http_common import error_for_status, status_of_error, transport_error
+from hifirag_core.backends.base import BackendError, FetchResult, FetchStatus, error_status
+from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.limits import ProviderGuard, Sleep
 from hifirag_core.secrets import redact
 
@@ -211,7 +211,7 @@ def classify_body(content_type: str | None, body: bytes) -> tuple[str, FetchStat
 
 def fetch_status_for_error(exc: BaseException) -> FetchStatus:
     """The fetch status for an error that ended a fetch after retries."""
-    status = status_of_error(exc)
+    status = error_status(exc)
     if status in ("budget_exceeded", "deadline_exceeded"):
         return status  # type: ignore[return-value]
     if status == "timeout":
@@ -317,7 +317,7 @@ class HttpFetcher:
             except BackendError as exc:
                 return FetchResult(url=url, status=fetch_status_for_error(exc), fetcher=self.name,
                                    final_url=current, http_status=getattr(exc, "status_code", None),
-                                   error=f"{status_of_error(exc)}: {redact(str(exc))}")
+                                   error=f"{error_status(exc)}: {redact(str(exc))}")
             if hop.location is not None:
                 current = urljoin(current, hop.location.strip())
                 continue

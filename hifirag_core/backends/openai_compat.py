@@ -21,14 +21,19 @@ from typing import Any, Literal
 
 import openai
 
-from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.base import (
+    BackendError,
+    CallTimeoutError,
+    ChatReply,
+    ChatTurn,
+    TransientError,
+    error_status,
+)
 from hifirag_core.backends.http_common import (
     Stopwatch,
-    TimeoutTransientError,
     error_for_status,
     estimate_cost,
     new_call_record,
-    status_of_error,
 )
 from hifirag_core.config import ModelPrice
 from hifirag_core.limits import ProviderGuard
@@ -79,7 +84,7 @@ class OpenAIChatModel:
         try:
             return self._client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:
-            raise TimeoutTransientError(redact(f"openai: timeout: {exc}") or "") from None
+            raise CallTimeoutError(redact(f"openai: timeout: {exc}") or "") from None
         except openai.APIConnectionError as exc:
             raise TransientError(redact(f"openai: connection error: {exc}") or "") from None
         except openai.APIStatusError as exc:
@@ -101,7 +106,7 @@ class OpenAIChatModel:
         except BackendError as exc:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
-            record.status, record.error = status_of_error(exc), redact(str(exc))
+            record.status, record.error = error_status(exc), redact(str(exc))
             return ChatReply(None, record)
         record.latency_s = watch.elapsed()
         self._record_usage(record, completion)

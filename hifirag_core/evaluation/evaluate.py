@@ -43,9 +43,9 @@ from hifirag_core.evaluation.scoring import (
 )
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.semantic import BertScoreSpec, select_bertscore
+from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.records import ScoreRecord, utcnow
 from hifirag_core.runs import plan_run
-from hifirag_core.stages import STAGE_NAMES
 from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
 
