@@ -53,9 +53,3 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def truncate_words(text: str, max_words: int) -> str:
-    """The first ``max_words`` words of ``text``, cut at a word boundary."""
-    matches = list(_WORD.finditer(text))
-    if len(matches) <= max_words:
-        return text
-    return text[: matches[max_words - 1].end()].rstrip(" ,;:") + "…"
