@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench setup clean-data
+.PHONY: demo test bench setup clean-data prod-start prod-stop prod-status
 
 demo: $(VENV)/.installed
 	$(BIN)/hifirag demo
@@ -26,6 +26,16 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+# The production layout on this machine: Prefect on PostgreSQL, a work pool and worker, a Dask cluster.
+prod-start: $(VENV)/.installed
+	deployments/production.sh start
+
+prod-stop:
+	deployments/production.sh stop
+
+prod-status:
+	deployments/production.sh status
 
 clean-data:
 	rm -rf warehouse/data .prefect
