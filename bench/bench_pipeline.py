@@ -62,21 +62,10 @@ def run_loop(root: Path, n: int) -> dict:
     rt = build_runtime(plan.cfg, plan.data_root, plan.examples)
     answered = 0
     for q in plan.questions.questions:
-        plan_out = stages.plan_query(q, rt)
-        results = stages.search(q, plan_out, rt)
-        decisions = stages.filter_urls(q, results, rt)
-        pages = stages.fetch_pages(q, decisions, rt)
-        sections = stages.split_sections(q, pages, rt)
-        ranking = stages.rank_sections(q, decisions, pages, sections, rt)
-        sources = stages.build_sources(q, pages, sections, ranking, rt.cfg.generation)
-        draft = stages.write_draft(q, sources, rt)
-        refined = stages.refine_answer(q, draft, rt)
-        text, _ = stages.final_text(draft, refined)
-        citations = stages.verify_citations(q, text, sources, rt)
-        answer = stages.assemble_answer(q, draft, refined, citations, rt)
-        for out in (plan_out, results, decisions, pages, sections, ranking, draft, refined, citations, answer):
+        outputs = stages.run_stages(q, rt)
+        for out in outputs.values():
             warehouse.write(out.table, out.records, run_id=plan.run_id, stage=out.stage, question_id=q.id)
-        answered += answer.status == "ok"
+        answered += outputs["answer"].status == "ok"
     warehouse.compact_run(plan.run_id)
     return {"seconds": time.perf_counter() - started, "answered": answered}
 
