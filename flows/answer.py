@@ -23,6 +23,7 @@ from prefect.transactions import CommitMode, transaction
 
 from hifirag_core import stages
 from hifirag_core.corpus.store import CorpusError
+from hifirag_core.fetch_health import fetch_warnings
 from hifirag_core.limits import question_deadline
 from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
@@ -215,6 +216,7 @@ def run_plan(plan: RunPlan) -> RunSummary:
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, "
              f"{plan.cfg.limits.concurrency} at a time; data in {plan.data_root}")
     answered = failed = computed = hits = paid = reused = 0
+    fetched: dict[str, list] = {}  # each question's fetch rows, for the crawl warnings
     window = plan.cfg.limits.concurrency
     for n, (question, future) in enumerate(_submit_windowed(questions, rt, reuse, window), 1):
         try:
@@ -224,6 +226,7 @@ def run_plan(plan: RunPlan) -> RunSummary:
             result = QuestionResult(question, [failed_answer],
                                     [StageRunRecord(stage="answer", status="failed", error=failed_answer.error)])
         write_question(warehouse, plan.run_id, result)
+        fetched[question.id] = [r for o in result.outputs if o.stage == "fetch" for r in o.records]
         answer = result.answer
         ok = answer is not None and answer.status == "ok"
         answered += ok
@@ -237,6 +240,9 @@ def run_plan(plan: RunPlan) -> RunSummary:
         log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                  f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    for warning in fetch_warnings(fetched):
+        notes.append(warning)
+        log.warning(warning)
     if rt.guards is not None and rt.guards.budget.exhausted:
         spent = rt.guards.budget.summary()
         notes.append(f"the run's budget was spent ({spent}); later paid calls were not started and their "
