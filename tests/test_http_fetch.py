@@ -23,6 +23,8 @@ ROUTES = {
     "/image": Response(200, b"\x89PNG\r\n\x1a\n....", content_type="image/png"),
     "/pdf-as-html": Response(200, b"%PDF-1.5 lies", content_type="text/html"),
     "/html-as-pdf": Response(200, b"no signature here", content_type="application/pdf"),
+    "/page-as-pdf": Response(200, b"<html><head><title>Just a moment...</title></head></html>",
+                             content_type="application/pdf"),
     "/big.pdf": Response(200, b"%PDF-1.7\n" + b"0" * 5000, content_type="application/pdf"),
     "/untyped": Response(200, HTML.encode(), content_type=""),
     "/big": Response(200, "<html>" + "x" * 5000 + "</html>", content_type="text/html"),
@@ -96,6 +98,7 @@ def test_html_page(site: SiteFake, make_guards) -> None:
     ("/image", "unsupported_type", "binary"),
     ("/pdf-as-html", "ok", "pdf"),
     ("/html-as-pdf", "unsupported_type", "binary"),
+    ("/page-as-pdf", "ok", "html"),  # an error or challenge page under a PDF's type: judged as a page
     ("/untyped", "ok", "html"),
 ])
 def test_content_types(site: SiteFake, make_guards, path: str, status: str, kind: str) -> None:

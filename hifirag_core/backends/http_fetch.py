@@ -199,7 +199,7 @@ def classify_body(content_type: str | None, body: bytes) -> tuple[str, FetchStat
         return "pdf", "ok", None
     lowered = head[:512].lower()
     looks_html = lowered.startswith((b"<!doctype html", b"<html", b"<?xml")) or b"<html" in lowered or b"<body" in lowered
-    if kind in (None, "binary") and looks_html:
+    if kind in (None, "binary", "pdf") and looks_html:  # an error or challenge page under any type
         return "html", "ok", None
     if kind is None:
         if b"\x00" in head:
