@@ -23,6 +23,7 @@ from prefect.transactions import CommitMode, transaction
 
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.corpus.store import CorpusError
+from hifirag_core.fetch_health import fetch_warnings
 from hifirag_core.limits import Budget, question_deadline
 from hifirag_core.pipeline import (
     PIPELINE,
@@ -169,6 +170,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, {window} at a time "
              f"{where}; data in {plan.data_root}")
     answered = failed = computed = hits = paid = reused = 0
+    fetched: dict[str, list] = {}  # each question's fetch rows, for the crawl warnings
     with question_runner(choice, window) as runner:
         for n, (question, future) in enumerate(_submit_windowed(questions, ctx, runner, window), 1):
             try:
@@ -178,6 +180,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
                 result = QuestionResult(question, [failed_answer], [
                     StageRunRecord(stage="answer", status=failed_answer.status, error=failed_answer.error)])
             write_result(warehouse, plan.run_id, result)
+            fetched[question.id] = [r for o in result.outputs if o.stage == "fetch" for r in o.records]
             answer = result.answer
             ok = answer is not None and answer.status == "ok"
             answered += ok
@@ -191,6 +194,9 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    for warning in fetch_warnings(fetched):
+        notes.append(warning)
+        log.warning(warning)
     budget = run_budget(ctx)
     if budget is not None and budget.exhausted:
         notes.append(f"the run's budget was spent ({budget.summary()}); later paid calls were not started and "

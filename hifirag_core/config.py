@@ -132,6 +132,10 @@ class SectioningConfig(Section):
     # pages whose estimated parser work (tags x nesting depth) is larger get status "too_deep";
     # 10,000 nested divs are 5e7 and parse in 0.3 s, the default allows about 1 s
     max_nesting_work: int = 300_000_000
+    # PDFs: pages read per document, and seconds spent on one (checked between pages); what was
+    # read by then is kept, with status "truncated"
+    pdf_max_pages: int = 300
+    pdf_max_seconds: float = 20.0
 
 
 class RedditConfig(Section):

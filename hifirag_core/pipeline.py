@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core import stages
 from hifirag_core.backends.base import SourceDoc, TransientError, error_status
+from hifirag_core.blocked import DETECTOR_VERSION
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -269,7 +270,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         role="filter", io=True, retry=IO_RETRY, fallback=_search_rank,
     ),
     StageSpec(
-        "fetch", (PageRecord,), "1",
+        "fetch", (PageRecord,), f"2/{DETECTOR_VERSION}",
         ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus"),
         stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
@@ -350,12 +351,12 @@ class QuestionResult:
         return next((o for o in self.outputs if o.stage == "answer"), None)
 
 
-def run_question(question: Question, rt: Runtime) -> list[StageOutput]:
-    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries)."""
+def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
+    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): stage -> output."""
     trail = Trail(question, rt.cfg)
     for stage in PIPELINE:
         trail.outputs[stage.name] = stage.run(question, stage.gather(trail), rt)
-    return list(trail.outputs.values())
+    return trail.outputs
 
 
 def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:

@@ -140,6 +140,8 @@ class PageRecord(Record):
     title: str | None = None
     fetched_at: datetime | None = None
     reused_from: str | None = None  # "page-cache" or "evidence:<run>" when not fetched afresh
+    # status "blocked": what stood in for the content, "<reason>:<vendor>" (hifirag_core.blocked)
+    block_reason: str | None = None
 
 
 @dataclass(kw_only=True)

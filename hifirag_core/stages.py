@@ -40,6 +40,7 @@ from hifirag_core.backends.base import (
     error_status,
 )
 from hifirag_core.backends.offline import strip_markers
+from hifirag_core.blocked import detect_blocked
 from hifirag_core.config import GenerationConfig
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.questions import Question
@@ -69,6 +70,7 @@ from hifirag_core.reddit import (
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.text import split_sentences, word_count
 
 if TYPE_CHECKING:
@@ -263,21 +265,25 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         elif rt.page_cache is not None:
             reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
         if reused is not None:
-            records[order] = replace(reused, run_id="", question_id="", order=order, title=decision.title,
-                                     reused_from=source)
+            page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
+            # a page cached before the detector knew its shape is judged now (pinned evidence stays as it was)
+            records[order] = _screened(page, rt.blobs.get(page.content_sha256)) \
+                if source == "page-cache" and page.content_sha256 else page
         else:
             to_fetch.append((order, decision))
 
     def fetch_one(order: int, decision: UrlDecisionRecord) -> PageRecord:
         result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
             rt.fetcher.fetch(decision.url)
-        digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
         page = PageRecord(
             url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
-            http_status=result.http_status, content_type=result.content_type, content_sha256=digest,
+            http_status=result.http_status, content_type=result.content_type,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
         )
+        page = _screened(page, result.body if result.status == "ok" else None)
+        if page.ok and result.body is not None:
+            page.content_sha256 = rt.blobs.put(result.body)
         if rt.page_cache is not None:
             rt.page_cache.put(page)
         return page
@@ -293,6 +299,16 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
     if ordered and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
         raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
     return StageOutput("fetch", ordered)
+
+
+def _screened(page: PageRecord, body: bytes | None) -> PageRecord:
+    """The page as ``blocked``, with no content, when its body stands in for the content; else as is."""
+    if body is None or page.status != OK:
+        return page
+    verdict = detect_blocked(body, url=page.final_url or page.url, kind=page.kind, encoding=_charset(page.content_type))
+    if verdict is None:
+        return page
+    return replace(page, status="blocked", error=verdict.message, block_reason=verdict.code, content_sha256=None)
 
 
 def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
@@ -324,18 +340,19 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         body = rt.blobs.get(page.content_sha256)
         if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
             parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+        elif page.kind == "pdf":
+            parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
         else:
             parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
                                     config=rt.cfg.sectioning)
-        if parsed.status != OK:
-            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
-            continue
         records.extend(
             SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
                           heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
                           n_words=s.n_words)
             for s in parsed.sections
         )
+        if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
+            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
     return StageOutput("sections", records)
 
 
@@ -536,3 +553,4 @@ def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
         record = AnswerRecord(status="no_answer", error=why)
     return StageOutput("answer", [record], status=record.status, error=record.error)
+

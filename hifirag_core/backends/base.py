@@ -93,9 +93,17 @@ class SearchBackend(Protocol):
 
 
 FetchStatus = Literal[
-    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "not_found", "failed",
+    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "refused", "not_found", "failed",
     "budget_exceeded", "deadline_exceeded",
 ]
+# What the statuses that are not self-explanatory mean:
+# * ``blocked``: the server answered, but with a page that stands in for the content (a challenge, a
+#   captcha wall, an "Access denied" or "403 Forbidden" body, a rate-limit page, a paywall with no
+#   article under it, a page that only asks for JavaScript), often with HTTP 200. The fetch stage
+#   sets it after any fetcher (``hifirag_core.blocked``); ``pages.block_reason`` says which kind.
+# * ``refused``: we did not ask: the URL is not http(s), or its host resolves to an address the
+#   SSRF guard refuses (loopback, private, link-local, cloud metadata, ...).
+# * ``unsupported_type``: a body that is neither a page nor a PDF (an image, an archive, ...).
 # Statuses a later attempt may cure; the others (a 404, a refused address, a spent budget) stay.
 RETRYABLE_FETCH_STATUSES = frozenset({"timeout", "failed"})
 

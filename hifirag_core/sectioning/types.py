@@ -23,7 +23,9 @@ class ParsedPage:
     url: str
     title: str | None
     sections: tuple[ParsedSection, ...]
-    status: str  # "ok", "empty", "binary", "too_large", "too_deep", "no_text", "parse_error"
+    # "ok", "empty", "binary", "too_large", "too_deep", "no_text", "parse_error"; PDFs also
+    # "no_text_layer", "encrypted", and "truncated" (sections hold what was read within the bounds)
+    status: str
     error: str | None = None
     encoding: str | None = None  # the charset the bytes were read with
 

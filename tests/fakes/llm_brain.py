@@ -112,7 +112,7 @@ def _source_blocks(web_content: str) -> list[tuple[int, str]]:
 def _draft(prompt: str, turns: list[tuple[str, str]]) -> str:
     question = _between(prompt, "User question: ", "\n-----------")
     terms = set(content_terms(question))
-    web = _between(prompt, "may help you: ", "\n" + question) if question else ""
+    web = _between(prompt, "may help you:", "\n" + question) if question else ""
     sentences = []
     for _, block in _source_blocks(web):
         for line in block.splitlines()[1:]:  # the first line is the source's title
@@ -137,9 +137,9 @@ def _refine(prompt: str, turns: list[tuple[str, str]]) -> str:
 
 
 def _citations(prompt: str, turns: list[tuple[str, str]]) -> str:
-    answer = _between(prompt, "Answer: ", "\nSources: ")
+    answer = _between(prompt, "Answer: ", "\nSources:")
     terms = set(content_terms(answer))
-    sources = _source_blocks(prompt.split("\nSources: ", 1)[-1])
+    sources = _source_blocks(prompt.split("\nSources:", 1)[-1])
     cited = [n for n, block in sources if _overlap(terms, block) >= 2]
     return json.dumps(cited)
 
