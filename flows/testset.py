@@ -1,0 +1,120 @@
+"""The fresh test-set builder as a flow: pairs about knowledge published after a cutoff, checked.
+
+    plan ─► (propose pairs ─► date their sources ─► check them) until n are kept or calls run out
+         ─► write the JSONL and its provenance ─► the build's row and model calls in the warehouse
+
+The steps live in ``hifirag_core.testset``; this file only orders them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from hifirag_core.hashing import stable_hash
+from hifirag_core.records import RunRecord, utcnow
+from hifirag_core.runs import data_root as resolve_data_root
+from hifirag_core.testset.build import FreshSet, FreshSetBuilder, Verdict
+from hifirag_core.testset.plan import FreshSetPlan, open_builder, plan_fresh_set, save
+from hifirag_core.testset.sources import Batch, DatedSource
+from hifirag_core.warehouse import Warehouse, check_run_id
+
+STAGE = "testset"
+
+
+@task(name="propose_pairs", task_run_name="propose-{call_no}", cache_policy=NO_CACHE, persist_result=False)
+def propose_pairs(builder: FreshSetBuilder, call_no: int) -> Batch:
+    """One call to the generator (prompt A.6 with search, or the offline stand-in)."""
+    return builder.propose()
+
+
+@task(name="date_sources", task_run_name="date-sources-{batch.call_no}", cache_policy=NO_CACHE,
+      persist_result=False)
+def date_sources(builder: FreshSetBuilder, batch: Batch) -> dict[str, DatedSource]:
+    """Fetch each new source of the batch and read its publication date."""
+    return builder.date_sources(batch)
+
+
+@task(name="check_pairs", task_run_name="check-{batch.call_no}", cache_policy=NO_CACHE, persist_result=False)
+def check_pairs(builder: FreshSetBuilder, batch: Batch, dated: dict[str, DatedSource]) -> list[Verdict]:
+    """Freshness, near-duplicates, then the no-search baseline, in that order."""
+    return builder.check(batch, dated)
+
+
+@task(name="write_fresh_set", cache_policy=NO_CACHE, persist_result=False)
+def write_set(plan: FreshSetPlan, result: FreshSet) -> tuple[Path, Path]:
+    """The MMU-RAGent JSONL and its provenance file."""
+    return save(plan, result)
+
+
+def record_build(plan: FreshSetPlan, result: FreshSet, started) -> str:
+    """A ``runs`` row for the build (``hifirag runs`` lists it) and its model calls in ``llm_calls``."""
+    key = stable_hash([plan.config.model_dump(mode="json"), plan.source, str(plan.out.resolve())], 8)
+    run_id = check_run_id(f"testset-{''.join(c if c.isalnum() else '-' for c in plan.out.stem)}-{key}"[:128])
+    warehouse = Warehouse(plan.data_root)
+    warehouse.write("llm_calls", result.calls, run_id=run_id, stage=None)
+    counts = result.counts()
+    warehouse.write("runs", [RunRecord(
+        run_id=run_id, status="finished" if result.status == "complete" else "partial", variant="testset-fresh",
+        dataset=f"fresh:{plan.out.stem}", config_json=plan.config.model_dump_json(),
+        config_hash=key, started_at=started, finished_at=utcnow(), n_questions=counts["proposed"],
+        n_answered=counts["kept"], n_failed=counts["proposed"] - counts["kept"],
+        llm_calls_paid=sum(1 for c in result.calls if c.backend != "offline"),
+        note=result.label or f"fresh test set after {plan.config.after.isoformat()} from {result.source_name}",
+    )], run_id=run_id, stage="run")
+    warehouse.compact_run(run_id)
+    warehouse.refresh_duckdb_file()
+    return run_id
+
+
+def counts_markdown(result: FreshSet, out: Path) -> str:
+    """The build's counts as a Markdown table (the flow's artifact, the CLI's summary)."""
+    c = result.counts()
+    rows = [("calls to the generator", c["calls"]), ("pairs proposed", c["proposed"]),
+            ("dropped: no source dated after the cutoff", c["not_fresh"]),
+            ("dropped: near-duplicate", c["near_duplicate"]),
+            ("dropped: answered without search", c["answered_without_search"]),
+            ("not checked (enough pairs kept)", c["not_checked"]),
+            ("kept", c["kept"]), ("kept without a baseline answer to check", c["baseline_unchecked"])]
+    head = [f"## Fresh test set `{out.name}` ({result.status})", ""]
+    if result.label:
+        head += [f"**{result.label}**", ""]
+    return "\n".join(head + ["| | pairs |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]) + "\n"
+
+
+@flow(name="fresh-testset", log_prints=False)
+def build_fresh_testset(after: str, n: int, out: str, style: str = "mmu:10", seed: int = 0, source: str = "auto",
+                        settings: list[str] | None = None, overrides: list[str] | None = None,
+                        data_root: str | None = None) -> dict:
+    """Build a set of ``n`` question-answer pairs about knowledge published after ``after`` (YYYY-MM-DD).
+
+    ``source`` is ``gemini`` (Gemini with Google Search grounding), ``offline`` (the labelled
+    stand-in over the local corpus) or ``auto``; ``settings`` are ``FreshSetConfig`` fields
+    (``near_duplicate_threshold=0.9``), ``overrides`` pipeline settings (``models.writer=...``).
+    """
+    log = get_run_logger()
+    started = utcnow()
+    root = resolve_data_root(data_root)
+    plan = plan_fresh_set({"after": after, "n": n, "style": style, "seed": seed, "source": source},
+                          out=Path(out), data_root=root, settings=settings or [], overrides=overrides or [])
+    builder = open_builder(plan)
+    log.info(f"Fresh set after {plan.config.after}: {n} pairs from {builder.source.name}, "
+             f"style {plan.style.description}")
+    while builder.needs_more():
+        batch = propose_pairs(builder, len(builder.batches) + 1)
+        verdicts = check_pairs(builder, batch, date_sources(builder, batch))
+        log.info(f"call {batch.call_no}: {len(batch.candidates)} proposed, {sum(v.kept for v in verdicts)} kept "
+                 f"({builder.kept}/{n} in all)" + (f"; {batch.status}: {batch.error}" if batch.error else ""))
+    result = builder.result()
+    pairs_path, provenance_path = write_set(plan, result)
+    run_id = record_build(plan, result, started)
+    summary = counts_markdown(result, pairs_path)
+    create_markdown_artifact(markdown=summary, key="fresh-testset", description=f"Fresh test set {pairs_path}")
+    return {"status": result.status, "out": str(pairs_path), "provenance": str(provenance_path), "run_id": run_id,
+            "source": plan.source, "generator": result.source_name, "label": result.label,
+            "counts": result.counts(), "markdown": summary,
+            "request": json.loads(plan.config.model_dump_json())}
