@@ -124,7 +124,7 @@ def test_grounded_build_keeps_fresh_pairs_and_drops_each_rule_with_its_reason(fr
 
     assert prov["counts"] | {} == {"calls": 1, "proposed": 9, "not_fresh": 4, "near_duplicate": 1,
                                    "answered_without_search": 1, "kept": 3, "not_checked": 0,
-                                   "baseline_unchecked": 0, "unreadable_objects": 0}
+                                   "baseline_unchecked": 0, "reply_problems": 0}
     reasons = {d["query"]: (d["rule"], d["reason"]) for d in prov["dropped"]}
     assert reasons["What did Tidewater 2.4 fix?"][0] == "not_fresh"
     assert "published 2024-11-20 (meta:date)" in reasons["What did Tidewater 2.4 fix?"][1]
@@ -146,6 +146,8 @@ def test_grounded_build_keeps_fresh_pairs_and_drops_each_rule_with_its_reason(fr
     assert all(p["baseline"]["status"] == "ok" and p["baseline"]["rouge_l_f1"] < 0.35 for p in kept.values())
     assert prov["label"] is None and prov["generator"]["model"] == "gemini-2.5-pro"
     assert prov["batches"][0]["searches"]  # webSearchQueries
+    assert [c["stage"] for c in prov["calls"]] == ["testset_generate"] + ["testset_baseline"] * 4
+    assert all(c["status"] == "ok" and c["tokens_in"] and c["cost_usd"] is not None for c in prov["calls"])
 
     # the output is MMU-RAGent JSONL
     assert validate_mmu_jsonl(out) == []
@@ -235,7 +237,7 @@ def test_offline_standin_draws_only_from_pages_published_after_the_cutoff(standi
     # the two migration notes say the same thing, and so do the two releases' opening lines: one of each goes
     assert prov["counts"] | {} == {"calls": 2, "proposed": 6, "not_fresh": 0, "near_duplicate": 2,
                                    "answered_without_search": 0, "kept": 4, "not_checked": 0,
-                                   "baseline_unchecked": 4, "unreadable_objects": 0}
+                                   "baseline_unchecked": 4, "reply_problems": 0}
     dropped = sorted(d["query"].split(" say about ")[-1].split(" ")[0] for d in prov["dropped"])
     assert dropped == ["Migration", "What"] and all(d["rule"] == "near_duplicate" for d in prov["dropped"])
     # the offline writer has no knowledge of its own: the baseline check is recorded as not run

@@ -84,9 +84,10 @@ class FreshSet:
         return [v for v in self.verdicts if v.kept]
 
     def counts(self) -> dict[str, int]:
-        """Proposed, dropped per rule, kept, and proposed but never checked (enough were kept)."""
+        """Proposed, dropped per rule, kept, proposed but never checked (enough were kept), and what the
+        reply parser skipped (objects without a question or an answer, replies without pairs)."""
         out = {"calls": len(self.batches), "proposed": len(self.verdicts),
-               "unreadable_objects": sum(len(b.problems) for b in self.batches if b.candidates or b.problems)}
+               "reply_problems": sum(len(b.problems) for b in self.batches)}
         for rule in RULES:
             out[rule] = sum(1 for v in self.verdicts if v.rule == rule)
         out["kept"] = len(self.kept)
@@ -215,6 +216,8 @@ class FreshSetBuilder:
 
     def _ask_baseline(self, verdict: Verdict) -> None:
         decision = self.baseline.draft(verdict.candidate.query, [], max_words=200)
+        for call in decision.calls:
+            call.stage = "testset_baseline"  # in llm_calls, not to be read as a pipeline run's draft
         verdict.calls = list(decision.calls)
         answer = decision.value.last_reply.strip() if decision.status == "ok" else ""
         if answer:
