@@ -87,20 +87,22 @@ def counts_markdown(result: FreshSet, out: Path) -> str:
 
 
 @flow(name="fresh-testset", log_prints=False)
-def build_fresh_testset(after: str, n: int, out: str, style: str = "mmu:10", seed: int = 0, source: str = "auto",
-                        settings: list[str] | None = None, overrides: list[str] | None = None,
+def build_fresh_testset(after: str, n: int, out: str | None = None, style: str = "mmu:10", seed: int = 0,
+                        source: str = "auto", settings: list[str] | None = None, overrides: list[str] | None = None,
                         data_root: str | None = None) -> dict:
     """Build a set of ``n`` question-answer pairs about knowledge published after ``after`` (YYYY-MM-DD).
 
-    ``source`` is ``gemini`` (Gemini with Google Search grounding), ``offline`` (the labelled
-    stand-in over the local corpus) or ``auto``; ``settings`` are ``FreshSetConfig`` fields
+    ``out`` defaults to ``<data root>/testsets/fresh-<after>-n<n>-seed<seed>.jsonl``. ``source`` is
+    ``gemini`` (Gemini with Google Search grounding), ``offline`` (the labelled stand-in over the
+    local corpus) or ``auto``; ``settings`` are ``FreshSetConfig`` fields
     (``near_duplicate_threshold=0.9``), ``overrides`` pipeline settings (``models.writer=...``).
     """
     log = get_run_logger()
     started = utcnow()
     root = resolve_data_root(data_root)
+    target = Path(out) if out else root / "testsets" / f"fresh-{after}-n{n}-seed{seed}.jsonl"
     plan = plan_fresh_set({"after": after, "n": n, "style": style, "seed": seed, "source": source},
-                          out=Path(out), data_root=root, settings=settings or [], overrides=overrides or [])
+                          out=target, data_root=root, settings=settings or [], overrides=overrides or [])
     builder = open_builder(plan)
     log.info(f"Fresh set after {plan.config.after}: {n} pairs from {builder.source.name}, "
              f"style {plan.style.description}")

@@ -114,11 +114,11 @@ class FreshSetBuilder:
         self.batches: list[Batch] = []
         self.verdicts: list[Verdict] = []
         self._dated: dict[str, DatedSource] = {}
+        # What a new pair must not repeat: the style examples, then every candidate that was fresh.
         self._seen_ids: list[str] = [f"style example {e.example_id}" for e in self.examples]
-        self._seen_queries = [(f"style example {e.example_id}", " ".join(e.query.lower().split()))
-                              for e in self.examples]
-        self._seen_vectors = embed([pair_text(e.query, e.reference) for e in self.examples]) if self.examples \
-            else np.zeros((0, 1), dtype=np.float32)
+        self._seen_queries = [" ".join(e.query.lower().split()) for e in self.examples]
+        self._seen_vectors = list(embed([pair_text(e.query, e.reference) for e in self.examples])) \
+            if self.examples else []
         self._exhausted = False
 
     # --- the steps -------------------------------------------------------------------------------
@@ -169,14 +169,11 @@ class FreshSetBuilder:
 
     def result(self) -> FreshSet:
         """The build's outcome; kept pairs get their ids in order."""
-        for n, verdict in enumerate(self.kept_verdicts(), 1):
+        for n, verdict in enumerate((v for v in self.verdicts if v.kept), 1):
             verdict.iid = f"{self.config.id_prefix}_{n:04d}"
         status = "complete" if self.kept >= self.config.n else "short"
         return FreshSet(self.config, self.source.name, self.source.label, self.examples, self.verdicts,
                         self.batches, status)
-
-    def kept_verdicts(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.kept]
 
     # --- the rules -------------------------------------------------------------------------------
 
@@ -196,14 +193,14 @@ class FreshSetBuilder:
     def _novel(self, verdict: Verdict, vector: np.ndarray) -> bool:
         c = verdict.candidate
         asked = " ".join(c.query.lower().split())
-        same = next((who for who, q in self._seen_queries if q == asked), None)
-        self._seen_queries.append((f"candidate {c.candidate_id}", asked))
-        if len(self._seen_ids):
-            sims = self._seen_vectors @ vector
+        same = next((who for who, q in zip(self._seen_ids, self._seen_queries, strict=True) if q == asked), None)
+        if self._seen_vectors:
+            sims = np.stack(self._seen_vectors) @ vector
             best = int(np.argmax(sims))
             verdict.similarity, verdict.nearest = float(sims[best]), self._seen_ids[best]
-        self._seen_vectors = np.vstack([self._seen_vectors, vector]) if len(self._seen_ids) else vector[None, :]
         self._seen_ids.append(f"candidate {c.candidate_id}")
+        self._seen_queries.append(asked)
+        self._seen_vectors.append(vector)
         if same is not None:  # one question with two answers makes an ambiguous test
             verdict.rule, verdict.reason = "near_duplicate", f"the same question as {same}"
             return False
