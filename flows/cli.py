@@ -663,8 +663,8 @@ def testset_fresh(
                                        "lines) or FILE.jsonl:N.")] = "mmu:10",
     seed: Annotated[int, typer.Option(help="Chooses the examples and seeds every generator call.")] = 0,
     source: Annotated[str, typer.Option(help="gemini (Google Search grounding, needs GEMINI_API_KEY), offline (the "
-                                        "labelled stand-in over the local corpus) or auto \\[default: gemini when "
-                                        "the key is set].")] = "auto",
+                                        "labelled stand-in over the local corpus) or auto (gemini when the key "
+                                        "is set).")] = "auto",
     model: Annotated[str | None, typer.Option(help="Generating model, also asked without search for the baseline "
                                               "check \\[default: models.writer].")] = None,
     testset_set: Annotated[list[str] | None, typer.Option("--testset-set", help="Builder setting key=value "
