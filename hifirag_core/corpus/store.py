@@ -1,8 +1,9 @@
 """The local corpus: the offline stand-in for both the search engine and the web.
 
 A corpus is built once from HTML pages (the documentation tarballs or a folder): every page's
-bytes go to the content-addressed blob store, its title and main text (from the sectioner) to
-``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
+bytes go to the content-addressed blob store, its title, main text (from the sectioner) and dates
+(``page_dates.py``: its best publication date in ``published``, every date signal in ``dates_json``)
+to ``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
 title) is saved beside it. Search ranks pages by their best passage, as web engines do: scored
 whole, a long page (a FAQ with fifty questions) drowns the one section that answers the query,
 and BM25's length normalization buries it (on the FAQ set, the gold page is in the top 10 for 70%
