@@ -37,6 +37,8 @@ app = typer.Typer(
 )
 corpus_app = typer.Typer(help="Build and search the local corpus (the offline web).", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
+testset_app = typer.Typer(help="Build test sets: fresh-knowledge question-answer pairs.", no_args_is_help=True)
+app.add_typer(testset_app, name="testset")
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -673,6 +675,65 @@ def corpus_search(
         console.print(f"[bold]{rank}. {hit.title}[/bold]\n   [cyan]{hit.url}[/cyan]\n   {hit.snippet}", highlight=False)
 
 
+# --- test sets ---------------------------------------------------------------------------------
+
+
+@testset_app.command("fresh")
+def testset_fresh(
+    after: Annotated[str, typer.Option(help="Cutoff day, YYYY-MM-DD: every pair rests on a source published after it.")],
+    n: Annotated[int, typer.Option("--n", help="How many pairs to keep.")],
+    out: Annotated[Path, typer.Option(help="The JSONL to write (MMU-RAGent: query, reference, iid); the provenance "
+                                      "goes beside it as NAME.provenance.json.")],
+    style: Annotated[str, typer.Option(help="Examples to imitate: mmu:N (MMU-RAGent validation, never its first 100 "
+                                       "lines) or FILE.jsonl:N.")] = "mmu:10",
+    seed: Annotated[int, typer.Option(help="Chooses the examples and seeds every generator call.")] = 0,
+    source: Annotated[str, typer.Option(help="gemini (Google Search grounding, needs GEMINI_API_KEY), offline (the "
+                                        "labelled stand-in over the local corpus) or auto (gemini when the key "
+                                        "is set).")] = "auto",
+    model: Annotated[str | None, typer.Option(help="Generating model, also asked without search for the baseline "
+                                              "check \\[default: models.writer].")] = None,
+    testset_set: Annotated[list[str] | None, typer.Option("--testset-set", help="Builder setting key=value "
+                                                          "(repeatable), e.g. near_duplicate_threshold=0.9.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Pipeline config override key=value (repeatable).")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Build a fresh-knowledge test set: question-answer pairs about what was published after a day.
+
+    With a Gemini key, prompt A.6 goes to Gemini with Google Search grounding; each pair keeps the
+    sources that grounded it, fetched and dated. A pair is dropped, with its reason, when no source is
+    dated after the cutoff, when it nearly duplicates another pair, or when the same model answers it
+    without search. Without a key, a clearly labelled offline stand-in draws pairs from the local
+    corpus's pages dated after the cutoff. Prints how many pairs each check dropped.
+
+    [bold]Example[/bold]: hifirag testset fresh --after 2025-02-01 --n 100 --style mmu:10 --out fresh-2025.jsonl
+    """
+    root = _setup(data_root)
+    from hifirag_core.testset.plan import plan_fresh_set
+
+    settings = list(testset_set or []) + ([f"model={model}"] if model else [])
+    values = {"after": after, "n": n, "style": style, "seed": seed, "source": source}
+    try:  # validate before Prefect starts
+        plan = plan_fresh_set(values, out=out, data_root=root, settings=settings, overrides=set_ or [])
+    except (*EXPECTED, ValueError) as exc:
+        _fail(exc)
+    if plan.source == "offline":
+        err.print("[yellow]No Gemini key (GEMINI_API_KEY): building the OFFLINE STAND-IN from the local corpus, "
+                  "not fresh knowledge.[/yellow]", highlight=False)
+    from flows.testset import build_fresh_testset
+
+    result = _in_prefect(root, build_fresh_testset, **values, out=str(out), settings=settings,
+                         overrides=set_ or [], data_root=str(root))
+    from rich.markdown import Markdown
+
+    console.print(Markdown(result["markdown"]))
+    console.print(f"Pairs: [bold]{result['out']}[/bold]\nProvenance: {result['provenance']}\n"
+                  f"Evaluate it: hifirag eval --dataset {result['out']} --variants "
+                  "baseline_q,baseline_prompt,rag,rag_url_filter,rag_filters,final", highlight=False)
+    if result["status"] != "complete":
+        err.print(f"[yellow]note:[/yellow] {result['counts']['kept']} of {n} pairs kept before the generator "
+                  "ran out; raise --testset-set max_calls=... or lower --n", highlight=False)
+
+
 def _reflow_help(*apps: typer.Typer) -> None:
     """Help from docstrings, each paragraph one line: Rich wraps it to the terminal instead of keeping
     the source's line breaks."""
@@ -683,7 +744,7 @@ def _reflow_help(*apps: typer.Typer) -> None:
                 info.help = "\n\n".join(" ".join(par.split()) for par in doc.split("\n\n"))
 
 
-_reflow_help(app, corpus_app)
+_reflow_help(app, corpus_app, testset_app)
 
 
 def main() -> None:

@@ -38,7 +38,11 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "refine": frozenset({"examples"}),  # A.4, pass 2
     "citations": frozenset({"answer", "web_content"}),  # A.5
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
+    "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
 }
+# What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for
+# the pipeline does not need it.
+PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES if n != "testset_fresh")
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -145,9 +149,9 @@ class PromptSet:
 
     @classmethod
     def load(cls, prompts_dir: Path | None = None, names: Iterable[str] | None = None) -> PromptSet:
-        """Load the named prompts (default: every prompt the pipeline knows)."""
+        """Load the named prompts (default: every prompt of the answer pipeline)."""
         directory = prompts_dir or DEFAULT_PROMPTS_DIR
-        return cls({n: load_prompt(n, directory) for n in (names or PROMPT_VARIABLES)}, directory)
+        return cls({n: load_prompt(n, directory) for n in (names or PIPELINE_PROMPTS)}, directory)
 
     def __getitem__(self, name: str) -> Prompt:
         try:

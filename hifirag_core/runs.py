@@ -89,9 +89,8 @@ def _plan_run(path: Path, *, variant: str, overrides: Sequence[str], run_id: str
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
-        slug = questions.dataset.replace(":", "-")
         key = [questions.fingerprint, cfg.fingerprint(), evidence_from]
-        run_id = f"{slug}-{variant}-{stable_hash(key, 8)}"
+        run_id = f"{questions.slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
                    evidence_from=evidence_from)
 

@@ -120,6 +120,7 @@ class FetchResult:
     kind: str | None = None  # html | reddit | pdf | binary
     encoding: str | None = None  # declared charset, when the response had one
     error: str | None = None
+    last_modified: str | None = None  # the Last-Modified header, when the fetcher saw the response headers
 
 
 class Fetcher(Protocol):

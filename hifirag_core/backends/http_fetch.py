@@ -331,6 +331,7 @@ class HttpFetcher:
             return FetchResult(url=url, status=hop.fetch_status, fetcher=self.name, final_url=current,
                                http_status=hop.status, content_type=content_type,
                                body=hop.body if hop.fetch_status == "ok" else None, kind=hop.kind,
-                               encoding=declared_charset(content_type), error=hop.error)
+                               encoding=declared_charset(content_type), error=hop.error,
+                               last_modified=hop.headers.get("last-modified"))
         return FetchResult(url=url, status="failed", fetcher=self.name, final_url=current,
                            error=f"more than {self._max_redirects} redirects")

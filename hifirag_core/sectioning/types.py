@@ -32,3 +32,8 @@ class ParsedPage:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def markdown(self) -> str:
+        """The sections as one Markdown text, each under its ``#`` heading (how the local corpus stores a page)."""
+        return "\n\n".join((("#" * max(s.level, 1) + " " + s.heading + "\n\n") if s.heading else "") + s.text
+                             for s in self.sections)

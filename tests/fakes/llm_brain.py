@@ -27,6 +27,7 @@ MARKERS: dict[str, str] = {
     "refine": "Revise your answer so that its style and length match",
     "citations": "identify which sources (marked by [number]) directly support",
     "baseline_q": "Please limit your answer to 200 words.",
+    "testset_fresh": "question-answer pairs, in the following style/length",
 }
 JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})
 FILTER_KINDS = JSON_KINDS
