@@ -10,6 +10,7 @@ process across runs, so an evaluation's variants load them once.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -50,8 +51,9 @@ class RunContext:
     # Rate limits and the budget held on the Prefect server (several processes) rather than in memory.
     shared_limits: bool = False
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """Identifies the run's runtime in a process (every stage task looks it up)."""
         return stable_hash([self.run_id, self.data_root, self.cfg.fingerprint(), self.examples, self.evidence_from,
                             self.reuse, self.shared_limits])
 
