@@ -71,11 +71,12 @@ def run_loop(root: Path, n: int) -> dict:
         sources = stages.build_sources(q, pages, sections, ranking, rt.cfg.generation)
         draft = stages.write_draft(q, sources, rt)
         refined = stages.refine_answer(q, draft, rt)
-        text, _ = stages.final_text(draft, refined)
+        text, _ = stages.writer_text(draft, refined)
         citations = stages.verify_citations(q, text, sources, rt)
         answer = stages.assemble_answer(q, draft, refined, citations, rt)
         for out in (plan_out, results, decisions, pages, sections, ranking, draft, refined, citations, answer):
-            warehouse.write(out.table, out.records, run_id=plan.run_id, stage=out.stage, question_id=q.id)
+            for table, records in out.rows_by_table().items():
+                warehouse.write(table, records, run_id=plan.run_id, stage=out.stage, question_id=q.id)
         answered += answer.status == "ok"
     warehouse.compact_run(plan.run_id)
     return {"seconds": time.perf_counter() - started, "answered": answered}

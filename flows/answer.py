@@ -142,7 +142,8 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
     sources = stages.build_sources(run.question, pages, sections, ranking, rt.cfg.generation)
     draft = run("draft", write_draft, sources=sources, rt=rt)
     refined = run("refine", refine_answer, draft=draft, rt=rt)
-    answer_text, _ = stages.final_text(draft, refined)
+    # the writer's own text, markers and all: they are a hint the citation check may follow
+    answer_text, _ = stages.writer_text(draft, refined)
     citations = run("citations", verify_citations, answer=answer_text, sources=sources, rt=rt)
     run("answer", assemble_answer, draft=draft, refined=refined, citations=citations, rt=rt)
     run.result.seconds = time.monotonic() - run.started
@@ -154,7 +155,8 @@ def write_question(warehouse: Warehouse, run_id: str, result: QuestionResult) ->
     qid = result.question.id
     calls = []
     for output, ledger in zip(result.outputs, result.ledger, strict=True):
-        warehouse.write(output.table, output.records, run_id=run_id, stage=output.stage, question_id=qid)
+        for table, records in output.rows_by_table().items():
+            warehouse.write(table, records, run_id=run_id, stage=output.stage, question_id=qid)
         calls += [replace(c, cache_hit=True) if ledger.cached else c for c in output.calls]
     warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
     warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)

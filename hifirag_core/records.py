@@ -201,18 +201,34 @@ class CitationRecord(Record):
     url: str = ""
     title: str | None = None
     cited: bool = False
-    support: float | None = None  # best support score over answer sentences (offline method)
-    supported_sentences: list[int] = field(default_factory=list)
+    support: float | None = None  # best support score over the answer's sentences, when measured
+    supported_sentences: list[int] = field(default_factory=list)  # answer_sentences.sentence_index citing it
     method: str = ""
+
+
+@dataclass(kw_only=True)
+class AnswerSentenceRecord(Record):
+    """One claim sentence of the answer with the sources the citation stage cited for it."""
+
+    TABLE: ClassVar[str] = "answer_sentences"
+    stage: str = "citations"
+    sentence_index: int = 0  # 0-based among the answer's claim sentences (three words or more)
+    sentence: str = ""
+    source_indices: list[int] = field(default_factory=list)  # [n] of the draft's sources, best first
+    urls: list[str] = field(default_factory=list)  # the same sources' URLs
+    support: float | None = None  # support of the first source (MiniLM cosine), when measured
+    marked: list[int] = field(default_factory=list)  # the writer's own [n] markers after the sentence
+    method: str = ""  # what decided: offline-support+marker, llm+support, writer-markers, ...
 
 
 @dataclass(kw_only=True)
 class AnswerRecord(Record):
     TABLE: ClassVar[str] = "answers"
     stage: str = "answer"
-    text: str | None = None
+    text: str | None = None  # the answer as written, without citation markers
     n_words: int | None = None
-    cited_urls: list[str] = field(default_factory=list)
+    cited_urls: list[str] = field(default_factory=list)  # [k] in cited_text is cited_urls[k - 1]
+    cited_text: str | None = None  # the text with [k] after each cited sentence
     from_stage: str | None = None  # which pass produced the text: refine | draft
 
 
@@ -271,6 +287,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     DraftRecord,
     AnswerRecord,
     CitationRecord,
+    AnswerSentenceRecord,
     LLMCallRecord,
     StageRunRecord,
     ScoreRecord,

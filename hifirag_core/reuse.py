@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hifirag_core.questions import Question
 from hifirag_core.records import LLMCallRecord, PageRecord, Record, StageRunRecord
-from hifirag_core.stages import STAGE_NAMES, STAGE_TABLE, StageOutput, conversation_from_json
+from hifirag_core.stages import STAGE_NAMES, StageOutput, conversation_from_json, stage_tables
 from hifirag_core.warehouse import Warehouse
 
 EVIDENCE_STAGES = ("query_plan", "search")
@@ -71,10 +71,10 @@ class StoredRun:
     def output(self, stage: str, question: Question) -> StageOutput | None:
         """The stage's output for the question as the run stored it, or None if it has none."""
         ledger = self._table("stage_runs").get((stage, question.id))
-        records = self._table(STAGE_TABLE[stage]).get((stage, question.id))
-        if ledger is None and records is None:
+        stored = [self._table(table).get((stage, question.id)) for table in stage_tables(stage)]
+        if ledger is None and all(rows is None for rows in stored):
             return None
-        records = list(records or [])
+        records = [rec for rows in stored for rec in rows or []]
         calls = [r for r in self._table("llm_calls").get((stage, question.id), []) if isinstance(r, LLMCallRecord)]
         status = ledger.status if isinstance(ledger, StageRunRecord) else (records[0].status if records else "ok")
         error = ledger.error if isinstance(ledger, StageRunRecord) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hifirag_core.attribution import citation_support
 from hifirag_core.backends import factory
 from hifirag_core.backends.base import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.backends.offline import (
@@ -86,7 +87,8 @@ def build_runtime(cfg: PipelineConfig, data_root: Path, examples: ExampleSet,
 
     filter_model: FilterModel = (
         OfflineFilterModel(embedder, cfg) if cfg.backends.filter_llm == "offline"
-        else factory.build_filter_model(cfg, guards=guards, scorer=similarity)
+        else factory.build_filter_model(cfg, guards=guards, scorer=similarity,
+                                        support=lambda sentences, sources: citation_support(sentences, sources, embedder))
     )
     writer_model: WriterModel = (
         OfflineWriterModel(embedder, cfg) if cfg.backends.writer_llm == "offline"

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations, strip_markers
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
@@ -39,7 +40,6 @@ from hifirag_core.backends.base import (
     TransientError,
     UrlCandidate,
 )
-from hifirag_core.backends.offline import strip_markers
 from hifirag_core.config import GenerationConfig
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.hashing import stable_hash
@@ -47,6 +47,7 @@ from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
     AnswerRecord,
+    AnswerSentenceRecord,
     CitationRecord,
     DraftRecord,
     LLMCallRecord,
@@ -93,6 +94,13 @@ STAGE_NAMES = tuple(s for s, _ in STAGES)
 # Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
 PAGE_PARALLELISM = 8
 STAGE_TABLE = dict(STAGES)
+# Tables a stage writes besides its own (each record goes to its type's TABLE).
+STAGE_EXTRA_TABLES: dict[str, tuple[str, ...]] = {"citations": ("answer_sentences",)}
+
+
+def stage_tables(stage: str) -> tuple[str, ...]:
+    """Every table a stage's rows go to, its own first."""
+    return (STAGE_TABLE[stage], *STAGE_EXTRA_TABLES.get(stage, ()))
 
 
 @dataclass
@@ -110,6 +118,14 @@ class StageOutput:
     @property
     def table(self) -> str:
         return STAGE_TABLE[self.stage]
+
+    def rows_by_table(self) -> dict[str, list[Record]]:
+        """The stage's records grouped by the table each belongs to; every table of the stage is present
+        (an empty list replaces what an earlier attempt wrote there)."""
+        grouped: dict[str, list[Record]] = {table: [] for table in stage_tables(self.stage)}
+        for record in self.records:
+            grouped.setdefault(record.TABLE or self.table, []).append(record)
+        return grouped
 
 
 def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
@@ -130,7 +146,7 @@ def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
 # Bump a stage's version when its code changes what it outputs.
 STAGE_VERSIONS = {
     "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": f"1/{SECTIONER_VERSION}",
-    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
+    "section_rank": 2, "draft": 1, "refine": 1, "citations": 2, "answer": 2,
 }
 # The config each stage reads (and nothing else: other fields never invalidate it).
 STAGE_CONFIG = {
@@ -615,28 +631,55 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
                        status=decision.status, error=decision.error)
 
 
-def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
-    """The answer's text and the pass it came from: the refine pass if it produced one."""
+def writer_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The writer's text as it wrote it (with any ``[n]`` markers) and the pass it came from: the
+    refine pass if it produced one."""
     for out in (refined, draft):
         rec = out.records[0] if out.records else None
         if isinstance(rec, DraftRecord) and rec.ok and rec.text:
-            return strip_markers(rec.text).strip(), out.stage
+            return rec.text, out.stage
     return None, None
+
+
+def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The answer's text as the user reads it (markers removed) and the pass it came from."""
+    text, stage = writer_text(draft, refined)
+    return (strip_markers(text).strip(), stage) if text else (None, None)
 
 
 @timed
 def verify_citations(question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
-    if not rt.cfg.citations.enabled:
-        return StageOutput("citations", [], status="skipped")
+    """Each sentence of the answer with the source that backs it (A.5), and each source cited or not.
+
+    ``answer`` is the writer's text with its ``[n]`` markers, which the check may follow. With the check
+    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer-markers``).
+    """
     if not answer or not sources:
         return StageOutput("citations", [], status="skipped")
-    decision = rt.filter_model.verify_citations(question.query, answer, sources)
-    cited = set(decision.value)
+    numbers = [s.index for s in sources]
+    if rt.cfg.citations.enabled:
+        decision = rt.filter_model.verify_citations(question.query, answer, sources)
+    else:
+        decision = Decision(attribute_sentences(marked_sentences(answer), numbers, None, allowed=numbers,
+                                                min_support=None, method="writer-markers", cite_unmarked=False),
+                            method="writer-markers")
+    url = {s.index: s.url for s in sources}
+    citing: dict[int, list[int]] = {}
+    for sentence in decision.value:
+        for n in sentence.sources:
+            citing.setdefault(n, []).append(sentence.index)
     records: list[Record] = [
-        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in cited,
-                       support=decision.scores[j] if decision.scores else None, method=decision.method,
+        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in citing,
+                       support=decision.scores[j] if decision.scores else None,
+                       supported_sentences=citing.get(s.index, []), method=decision.method,
                        status=decision.status, error=decision.error)
         for j, s in enumerate(sources)
+    ]
+    records += [
+        AnswerSentenceRecord(sentence_index=c.index, sentence=c.text, source_indices=list(c.sources),
+                             urls=[url[n] for n in c.sources], support=c.support, marked=list(c.marked),
+                             method=c.method, status=decision.status, error=decision.error)
+        for c in decision.value
     ]
     return StageOutput("citations", records, _stamp(decision.calls, "citations"), status=decision.status,
                        error=decision.error)
@@ -646,9 +689,12 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
                     rt: Runtime) -> StageOutput:
     text, from_stage = final_text(draft, refined)
-    cited = [c.url for c in citations.records if isinstance(c, CitationRecord) and c.cited]
+    sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
+                       key=lambda r: r.sentence_index)
     if text:
-        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, from_stage=from_stage)
+        cited_text, cited = render_citations(text, [(r.sentence, r.urls) for r in sentences])
+        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, cited_text=cited_text,
+                              from_stage=from_stage)
     else:
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
         record = AnswerRecord(status="no_answer", error=why)

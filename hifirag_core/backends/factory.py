@@ -19,7 +19,7 @@ from typing import Literal
 from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
 from hifirag_core.config import PipelineConfig
 from hifirag_core.limits import Budget, Clock, RunGuards, Sleep
-from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer
+from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
 from hifirag_core.prompts import PromptSet
 from hifirag_core.reddit import RedditSource
 from hifirag_core.secrets import (
@@ -101,16 +101,18 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
 
 
 def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,
-                       scorer: Scorer | None = None, env: Mapping[str, str] | None = None) -> LLMFilterModel:
+                       scorer: Scorer | None = None, support: Support | None = None,
+                       env: Mapping[str, str] | None = None) -> LLMFilterModel:
     """The cheap model's decisions (A.1, A.2, A.3, A.5) with the configured fallbacks.
 
     ``scorer(text, candidates) -> similarities`` drives the ``top_k`` fallback; without one it
-    keeps the first k candidates in their input order.
+    keeps the first k candidates in their input order. ``support(sentences, sources)`` picks each
+    answer sentence's source among those the model cited.
     """
     chat = build_chat_model("filter", cfg, guards=guards, env=env)
     return LLMFilterModel(chat, prompts or _prompts(cfg), url_fallback=cfg.url_filter.fallback,
                           section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
-                          scorer=scorer)
+                          scorer=scorer, support=support)
 
 
 def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,

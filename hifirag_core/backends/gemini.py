@@ -6,7 +6,11 @@ generateContent`` with ``contents`` (``role`` ``user``/``model``, ``parts[].text
 ``candidates[].content.parts[].text`` (parts with ``thought: true`` are reasoning, not answer),
 ``candidates[].finishReason``, ``promptFeedback.blockReason`` when the prompt itself was blocked
 (then there are no candidates) and ``usageMetadata`` (``promptTokenCount``,
-``candidatesTokenCount``, ``thoughtsTokenCount``). Errors are ``{"error": {"code", "message",
+``candidatesTokenCount``, ``thoughtsTokenCount``). ``responseSchema`` is the API's own subset of
+OpenAPI 3.0 (https://ai.google.dev/api/caching#Schema: type, format, description, nullable, enum,
+items, min/maxItems, properties, required, propertyOrdering, ...): it has no
+``additionalProperties`` (the SDK refuses it outside Vertex AI), so :func:`gemini_schema` drops it
+from the object-rooted schemas the pipeline builds. Errors are ``{"error": {"code", "message",
 "status", "details"}}``; a 429 may carry ``google.rpc.RetryInfo``.
 
 The client is built once per adapter with an injected ``httpx.Client`` (so timeouts and
@@ -73,7 +77,7 @@ class GeminiChatModel:
         kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
         if schema is not None:
             kwargs["response_mime_type"] = "application/json"
-            kwargs["response_schema"] = schema
+            kwargs["response_schema"] = gemini_schema(schema)
         return genai_types.GenerateContentConfig(**kwargs)
 
     def _generate(self, contents: list[genai_types.Content], schema: dict | None,
@@ -124,6 +128,15 @@ class GeminiChatModel:
         if self._guard.budget is not None:
             tokens = (record.tokens_in or 0) + (record.tokens_out or 0) + (record.tokens_thinking or 0)
             self._guard.budget.charge(usd=record.cost_usd, tokens=tokens)
+
+
+def gemini_schema(schema: Any) -> Any:
+    """A JSON schema as ``responseSchema`` takes it: ``additionalProperties`` removed at every level."""
+    if isinstance(schema, dict):
+        return {k: gemini_schema(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [gemini_schema(v) for v in schema]
+    return schema
 
 
 def _reply_text(response: genai_types.GenerateContentResponse) -> tuple[str | None, str, str | None]:
