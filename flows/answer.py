@@ -139,7 +139,8 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
     sections = run("sections", split_sections, pages=pages, rt=rt)
     ranking = run("section_rank", rank_sections, upstream=sections, decisions=decisions, pages=pages,
                   sections=sections, rt=rt)
-    sources = stages.build_sources(run.question, pages, sections, ranking, rt.cfg.generation)
+    sources = stages.build_sources(run.question, pages, sections, ranking, rt.cfg.generation,
+                                   limit=stages.writer_context(rt))
     draft = run("draft", write_draft, sources=sources, rt=rt)
     refined = run("refine", refine_answer, draft=draft, rt=rt)
     # the writer's own text, markers and all: they are a hint the citation check may follow

@@ -460,16 +460,20 @@ def runs(data_root: DataRoot = None) -> None:
 
 @app.command()
 def variants() -> None:
-    """List the named configurations and what each changes.
+    """List the named configurations and what each changes, then the settings that depart from the paper.
 
     [bold]Example[/bold]: hifirag variants
     """
-    from hifirag_core.variants import VARIANTS
+    from hifirag_core.variants import DEPARTURES, VARIANTS
 
     table = Table("variant", "overrides")
     for name, overrides in VARIANTS.items():
         table.add_row(name, json.dumps(overrides) if overrides else "(the defaults)")
     console.print(table)
+    departures = Table("setting", "where it departs from the paper", "why", title="Departures from the paper")
+    for setting, where, why in DEPARTURES:
+        departures.add_row(setting, where, why)
+    console.print(departures, markup=False)
 
 
 @app.command()

@@ -81,13 +81,14 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
     guards = guards or build_guards(cfg)
     backend = _llm_backend(cfg, role)
     model = cfg.models.filter if role == "filter" else cfg.models.writer
+    max_tokens = cfg.models.filter_max_tokens if role == "filter" else cfg.models.writer_max_tokens
     price = cfg.models.prices.get(model)
     if backend == "gemini":
         from hifirag_core.backends.gemini import GeminiChatModel
 
         return GeminiChatModel(model=model, role=role, api_key=get_secret("gemini_api_key", env),
                                guard=guards.guard("gemini", model), timeout_s=cfg.limits.llm_timeout_s,
-                               price=price, base_url=cfg.models.gemini_base_url)
+                               price=price, base_url=cfg.models.gemini_base_url, max_tokens=max_tokens)
     if backend == "openai":
         from hifirag_core.backends.openai_compat import OpenAIChatModel
 
@@ -96,7 +97,7 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
         return OpenAIChatModel(model=model, role=role, api_key=key, guard=guards.guard("openai", model),
                                timeout_s=cfg.limits.llm_timeout_s, price=price,
                                base_url=_openai_base_url(cfg, role),
-                               response_format=cfg.models.openai_response_format)
+                               response_format=cfg.models.openai_response_format, max_tokens=max_tokens)
     raise ValueError(f"backends.{role}_llm={backend!r} is not a real LLM backend (gemini or openai)")
 
 
@@ -112,7 +113,8 @@ def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     chat = build_chat_model("filter", cfg, guards=guards, env=env)
     return LLMFilterModel(chat, prompts or _prompts(cfg), url_fallback=cfg.url_filter.fallback,
                           section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
-                          scorer=scorer, support=support)
+                          scorer=scorer, support=support, url_fallback_k=cfg.url_filter.max_urls,
+                          section_fallback_k=cfg.section_rank.max_sections_per_page)
 
 
 def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,

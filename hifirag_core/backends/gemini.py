@@ -57,11 +57,13 @@ class GeminiChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
-                 clock: Any = time.monotonic):
+                 max_tokens: int | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
+        self.max_tokens = max_tokens
+        self.reply_settings = f"max_tokens={max_tokens}" if max_tokens else ""
         self._guard = guard
         self._clock = clock
         self._http = http_client or httpx.Client(timeout=timeout_s)
@@ -75,6 +77,8 @@ class GeminiChatModel:
 
     def _config(self, schema: dict | None, timeout: float) -> genai_types.GenerateContentConfig:
         kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
+        if self.max_tokens is not None:
+            kwargs["max_output_tokens"] = self.max_tokens
         if schema is not None:
             kwargs["response_mime_type"] = "application/json"
             kwargs["response_schema"] = gemini_schema(schema)

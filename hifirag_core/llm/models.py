@@ -99,6 +99,12 @@ def apply_fallback(mode: Fallback, n: int, k: int, scores: Sequence[float] | Non
     raise ValueError(f"unknown fallback {mode!r}")
 
 
+def _chat_identity(chat: ChatModel) -> str:
+    """Backend and model, and the reply settings that change what comes back (format, token ceiling)."""
+    settings = getattr(chat, "reply_settings", "")
+    return f"{chat.backend}|{chat.model}" + (f"|{settings}" if settings else "")
+
+
 def _failed_status(reply: ChatReply) -> str:
     return reply.call.status if reply.call.status != "ok" else "empty"
 
@@ -108,7 +114,8 @@ class LLMFilterModel:
 
     def __init__(self, chat: ChatModel, prompts: PromptSet, *, url_fallback: Fallback = "top_k",
                  section_fallback: Fallback = "top_k", citation_fallback: Fallback = "keep_all",
-                 scorer: Scorer | None = None, support: Support | None = None):
+                 scorer: Scorer | None = None, support: Support | None = None, url_fallback_k: int = 6,
+                 section_fallback_k: int = 4):
         self.chat = chat
         self.prompts = prompts
         self.url_fallback = url_fallback
@@ -116,12 +123,15 @@ class LLMFilterModel:
         self.citation_fallback = citation_fallback
         self.scorer = scorer
         self.support = support
+        # how many candidates top_k keeps when a reply is unusable (the calls' own limits may be "all")
+        self.url_fallback_k = url_fallback_k
+        self.section_fallback_k = section_fallback_k
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
         self.prompt_hashes = hashes
         self.identity = (
-            f"llm-filter/v{PARSER_VERSION}|{chat.backend}|{chat.model}|"
+            f"llm-filter/v{PARSER_VERSION}|{_chat_identity(chat)}|"
             + ",".join(f"{n}={h}" for n, h in hashes.items())
-            + f"|fallback={url_fallback},{section_fallback},{citation_fallback}"
+            + f"|fallback={url_fallback}:{url_fallback_k},{section_fallback}:{section_fallback_k},{citation_fallback}"
             + f"|scorer={'yes' if scorer else 'order'}|support={'yes' if support else 'none'}"
         )
 
@@ -129,7 +139,7 @@ class LLMFilterModel:
         """What one stage's output depends on: backend, model, that stage's prompt and fallback."""
         fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
                     "citations": self.citation_fallback}.get(stage, "raw_question")
-        return (f"llm-filter/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|"
+        return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
                 f"{stage}={self.prompt_hashes[stage]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
                 + (f"|support={'yes' if self.support else 'none'}" if stage == "citations" else ""))
 
@@ -148,7 +158,7 @@ class LLMFilterModel:
         return scores
 
     def _index_decision(self, reply: ChatReply, parsed: ParseResult[int] | None, *, n: int, k: int,
-                        fallback: Fallback, query: str, texts: list[str]) -> Decision[list[int]]:
+                        fallback_k: int, fallback: Fallback, query: str, texts: list[str]) -> Decision[list[int]]:
         """A decision from parsed indices, or the fallback with the reason recorded."""
         if parsed is not None and parsed.ok:
             return Decision(parsed.value[:k], method="llm", calls=[reply.call])
@@ -157,7 +167,7 @@ class LLMFilterModel:
         else:
             status, error = "parse_error", parsed.error
         scores = self._scores(query, texts) if fallback == "top_k" else None
-        kept = apply_fallback(fallback, n, k, scores)
+        kept = apply_fallback(fallback, n, min(k, fallback_k), scores)
         basis = "" if fallback != "top_k" else ("(similarity)" if scores is not None else "(input order)")
         return Decision(kept, method=f"llm+fallback:{fallback}{basis}", calls=[reply.call], status=status,
                         error=error, scores=scores)
@@ -186,7 +196,8 @@ class LLMFilterModel:
         if reply.text is not None:
             parsed = parse_url_selection(reply.text, candidate_urls=[c.url for c in candidates])
         texts = [f"{c.title}\n{c.snippet}" for c in candidates]
-        return self._index_decision(reply, parsed, n=len(candidates), k=max_urls, fallback=self.url_fallback,
+        return self._index_decision(reply, parsed, n=len(candidates), k=max_urls, fallback_k=self.url_fallback_k,
+                                    fallback=self.url_fallback,
                                     query=question, texts=texts)
 
     def rank_sections(self, question: str, page: PageOverview, sections: list[SectionPreview], *,
@@ -201,6 +212,7 @@ class LLMFilterModel:
         if reply.text is not None:
             parsed = parse_section_indices(reply.text, n_sections=len(sections))
         return self._index_decision(reply, parsed, n=len(sections), k=max_sections,
+                                    fallback_k=self.section_fallback_k,
                                     fallback=self.section_fallback, query=question,
                                     texts=[s.preview for s in sections])
 
@@ -251,7 +263,7 @@ class LLMWriterModel:
         self.draft_prompt_name = "draft" if draft_prompt == "hifirag" else "baseline_q"
         hashes = {n: prompts[n].hash for n in (self.draft_prompt_name, "refine")}
         self.prompt_hashes = hashes
-        self.identity = f"llm-writer/v{PARSER_VERSION}|{chat.backend}|{chat.model}|" + ",".join(
+        self.identity = f"llm-writer/v{PARSER_VERSION}|{_chat_identity(chat)}|" + ",".join(
             f"{n}={h}" for n, h in hashes.items()
         )
 
@@ -259,7 +271,7 @@ class LLMWriterModel:
         """What one pass depends on: backend, model and that pass's prompt (the draft reaches the
         refine pass as its input, so the draft prompt is not part of the refine identity)."""
         name = self.draft_prompt_name if stage == "draft" else "refine"
-        return f"llm-writer/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|{name}={self.prompt_hashes[name]}"
+        return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}"
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
         """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).
