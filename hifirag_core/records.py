@@ -19,6 +19,26 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 import pyarrow as pa
 
 OK = "ok"
+# Every status a stage can end in (stage_runs.status; a stage's own rows use the same words).
+STAGE_STATUSES: dict[str, str] = {
+    "ok": "the stage did its work",
+    "skipped": "switched off by the variant, or nothing to work on (no draft to refine, no answer to cite)",
+    "no_results": "the search returned nothing",
+    "no_evidence": "the offline writer had no source text",
+    "no_draft": "the refine pass had no draft",
+    "no_examples": "the refine pass had no few-shot examples; the draft stands",
+    "no_answer": "no pass produced answer text (the answer row's error says why)",
+    "parse_error": "the model replied but the reply held no usable answer; the configured fallback was applied",
+    "truncated": "the reply was cut at the output token limit",
+    "empty": "the model returned no text",
+    "blocked": "the provider withheld the reply (safety, recitation, a content filter)",
+    "timeout": "the call ran out of time after its retries",
+    "rate_limited": "the provider refused the call for its rate limit after every retry",
+    "failed": "an error that is none of the above (a refused connection, an HTTP 4xx/5xx)",
+    "budget_exceeded": "the run's budget was spent before the call",
+    "deadline_exceeded": "the question's deadline passed",
+    "missing_secret": "a key the backend needs is not set",
+}
 
 
 def utcnow() -> datetime:

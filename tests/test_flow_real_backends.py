@@ -111,3 +111,22 @@ def test_an_llm_writer_without_markers_gets_per_sentence_citations_and_citation_
                              costs={}, latencies={}, echo={})
     recall = [v for v in by_metric(scored.records)["citation_recall"].values() if v is not None]
     assert recall and sum(recall) / len(recall) > 0.5
+
+
+def test_a_run_against_a_server_that_is_not_there_says_why_and_pays_nothing(questions_file, data_root, run_flow):
+    from tests.llama_server import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    summary = run_flow(questions_file, ["backends.filter_llm=openai", "backends.writer_llm=openai",
+                                        f"models.openai_base_url={dead}", "models.openai_api_key_optional=true",
+                                        "limits.retries=0"])
+    assert (summary["n_answered"], summary["n_failed"], summary["llm_calls_paid"]) == (0, 3, 0)
+    assert summary["llm_calls_unbilled"] > 0
+    (reason, n), = summary["unanswered"].items()
+    assert n == 3 and reason.startswith("draft failed: openai: connection error")
+    assert summary["backend_errors"] == {"openai gemini-2.5-flash: failed": summary["llm_calls_unbilled"] - 3,
+                                         "openai gemini-2.5-pro: failed": 3}
+    assert any(note.startswith("3 question(s) without an answer: draft failed") for note in summary["notes"])
+    costs = Warehouse(data_root).query("SELECT sum(llm_calls_paid), sum(llm_calls_unbilled) FROM stage_costs "
+                                       "WHERE run_id = ?", [summary["run_id"]]).rows[0]
+    assert costs == (0, summary["llm_calls_unbilled"])

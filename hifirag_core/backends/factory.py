@@ -43,7 +43,8 @@ def _llm_backend(cfg: PipelineConfig, role: Role) -> str:
     return cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm
 
 
-def _openai_base_url(cfg: PipelineConfig, role: Role) -> str | None:
+def openai_base_url(cfg: PipelineConfig, role: Role) -> str | None:
+    """The OpenAI-compatible endpoint of a role: its own setting, else the shared one."""
     per_role = cfg.models.openai_filter_base_url if role == "filter" else cfg.models.openai_writer_base_url
     return per_role or cfg.models.openai_base_url
 
@@ -88,7 +89,8 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
 
         return GeminiChatModel(model=model, role=role, api_key=get_secret("gemini_api_key", env),
                                guard=guards.guard("gemini", model), timeout_s=cfg.limits.llm_timeout_s,
-                               price=price, base_url=cfg.models.gemini_base_url, max_tokens=max_tokens)
+                               price=price, base_url=cfg.models.gemini_base_url, max_tokens=max_tokens,
+                               temperature=cfg.models.temperature)
     if backend == "openai":
         from hifirag_core.backends.openai_compat import OpenAIChatModel
 
@@ -96,8 +98,9 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
                else get_secret("openai_api_key", env))
         return OpenAIChatModel(model=model, role=role, api_key=key, guard=guards.guard("openai", model),
                                timeout_s=cfg.limits.llm_timeout_s, price=price,
-                               base_url=_openai_base_url(cfg, role),
-                               response_format=cfg.models.openai_response_format, max_tokens=max_tokens)
+                               base_url=openai_base_url(cfg, role),
+                               response_format=cfg.models.openai_response_format, max_tokens=max_tokens,
+                               temperature=cfg.models.temperature)
     raise ValueError(f"backends.{role}_llm={backend!r} is not a real LLM backend (gemini or openai)")
 
 

@@ -37,6 +37,7 @@ from hifirag_core.backends.http_common import (
     error_for_status,
     estimate_cost,
     new_call_record,
+    reply_settings,
     status_of_error,
     transport_error,
 )
@@ -57,13 +58,14 @@ class GeminiChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
-                 max_tokens: int | None = None, clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
         self.max_tokens = max_tokens
-        self.reply_settings = f"max_tokens={max_tokens}" if max_tokens else ""
+        self.temperature = temperature
+        self.reply_settings = reply_settings(max_tokens, temperature)
         self._guard = guard
         self._clock = clock
         self._http = http_client or httpx.Client(timeout=timeout_s)
@@ -79,6 +81,8 @@ class GeminiChatModel:
         kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
         if self.max_tokens is not None:
             kwargs["max_output_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         if schema is not None:
             kwargs["response_mime_type"] = "application/json"
             kwargs["response_schema"] = gemini_schema(schema)

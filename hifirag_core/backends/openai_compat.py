@@ -36,6 +36,7 @@ from hifirag_core.backends.http_common import (
     error_for_status,
     estimate_cost,
     new_call_record,
+    reply_settings,
     status_of_error,
 )
 from hifirag_core.config import ModelPrice
@@ -56,14 +57,15 @@ class OpenAIChatModel:
     def __init__(self, *, model: str, role: str, api_key: Secret | None, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None,
                  response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema",
-                 max_tokens: int | None = None, clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
         self.response_format = response_format
         self.max_tokens = max_tokens
-        self.reply_settings = f"format={response_format}" + (f"|max_tokens={max_tokens}" if max_tokens else "")
+        self.temperature = temperature
+        self.reply_settings = reply_settings(max_tokens, temperature, f"format={response_format}")
         self._guard = guard
         self._clock = clock
         # base_url is always explicit: otherwise the client would read OPENAI_BASE_URL on its own.
@@ -87,6 +89,8 @@ class OpenAIChatModel:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": timeout}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         fmt = self._format(schema)
         if fmt is not None:
             kwargs["response_format"] = fmt
