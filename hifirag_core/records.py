@@ -238,7 +238,7 @@ class AnswerSentenceRecord(Record):
     urls: list[str] = field(default_factory=list)  # the same sources' URLs
     support: float | None = None  # support of the first source (MiniLM cosine), when measured
     marked: list[int] = field(default_factory=list)  # the writer's own [n] markers after the sentence
-    method: str = ""  # what decided: offline-support+marker, llm+support, writer-markers, ...
+    method: str = ""  # what decided: offline+marker, offline+support, llm+marker, llm+support, writer+marker, ...
 
 
 @dataclass(kw_only=True)

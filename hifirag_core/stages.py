@@ -694,7 +694,7 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
     """Each sentence of the answer with the source that backs it (A.5), and each source cited or not.
 
     ``answer`` is the writer's text with its ``[n]`` markers, which the check may follow. With the check
-    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer-markers``).
+    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer+marker``).
     """
     if not answer or not sources:
         return StageOutput("citations", [], status="skipped")
@@ -703,7 +703,7 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
         decision = rt.filter_model.verify_citations(question.query, answer, sources)
     else:
         decision = Decision(attribute_sentences(marked_sentences(answer), numbers, None, allowed=numbers,
-                                                min_support=None, method="writer-markers", cite_unmarked=False),
+                                                min_support=None, method="writer", cite_unmarked=False),
                             method="writer-markers")
     url = {s.index: s.url for s in sources}
     citing: dict[int, list[int]] = {}
