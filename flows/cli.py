@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hifirag_core.backends.base import MissingSecretError
@@ -166,8 +167,9 @@ def _in_prefect(root: Path, flow_fn, **params):
 def _print_summary(summary: dict) -> None:
     table = Table(title=f"Run {summary['run_id']}: {summary['status']}", show_header=False)
     for key in ("n_questions", "n_answered", "n_failed", "wall_seconds", "stage_computations", "cache_hits",
-                "llm_calls_paid", "llm_calls_reused", "duckdb_path"):
-        table.add_row(key.replace("_", " "), str(summary[key]))
+                "llm_calls_paid", "llm_calls_reused", "llm_calls_unbilled", "duckdb_path"):
+        if key in summary:
+            table.add_row(key.replace("_", " "), str(summary[key]))
     console.print(table)
     for note in summary.get("notes", []):
         console.print(f"note: {note}")
@@ -200,35 +202,63 @@ def demo(
     _print_sql_hints(warehouse, summary["run_id"])
 
 
-def _print_answers(warehouse: Warehouse, run_id: str) -> None:
+def _print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | None = None,
+                   detail: bool = False) -> None:
+    from hifirag_core.evaluation.export import cited_answers
     from hifirag_core.metrics.bootstrap import bootstrap_ci
     from hifirag_core.metrics.text import rouge_l
 
-    rows = warehouse.query(
-        """SELECT q.question_id, q.query, q.reference, a.text, a.status, a.cited_urls
-           FROM questions q LEFT JOIN answers a USING (run_id, question_id)
-           WHERE q.run_id = ? ORDER BY q.line_no""",
-        [run_id],
-    ).rows
+    try:
+        answers = cited_answers(warehouse, run_id, question_ids)
+    except EXPECTED as exc:
+        _fail(exc)
     scores = []
-    for n, (_qid, query, reference, text, status, cited) in enumerate(rows, 1):
-        console.rule(f"[bold]{n}. {query}[/bold]", align="left")
-        if text:
-            console.print(textwrap.fill(text, 100) if "\n" not in text else text, highlight=False)
+    for n, a in enumerate(answers, 1):
+        console.rule(f"[bold]{n}. {a.query}[/bold]", align="left", characters="─")
+        shown = a.cited_text or a.text
+        if shown:
+            console.print(textwrap.fill(shown, 100) if "\n" not in shown else shown, highlight=False, markup=False)
         else:
-            console.print(f"[yellow]no answer ({status})[/yellow]")
-        for url in cited or []:
-            console.print(f"  [cyan]{url}[/cyan]", highlight=False)
-        if reference:
-            f1 = rouge_l(text or "", reference)[2]
+            console.print(f"no answer ({a.status or 'missing'}: {a.error or 'no text'})", style="yellow",
+                          highlight=False, markup=False)
+        for k, url in enumerate(a.urls, 1):
+            console.print(f"  [{k}] {url}", style="cyan", highlight=False, markup=False)
+        if detail and a.sentences:
+            table = Table("#", "sentence", "cited", "support", "decided by", box=box.SIMPLE_HEAD)
+            for i, s in enumerate(a.sentences, 1):
+                marks = "".join(f"[{a.urls.index(u) + 1}]" for u in s.urls if u in a.urls) or "-"
+                table.add_row(str(i), s.sentence, marks, f"{s.support:.2f}" if s.support is not None else "-",
+                              s.method)
+            console.print(table)
+        if a.reference:
+            f1 = rouge_l(a.text or "", a.reference)[2]
             scores.append(f1)
             console.print(f"  ROUGE-L F1 vs gold answer: {f1:.3f}", style="dim")
-    if scores:
+    if len(scores) > 1:
         ci = bootstrap_ci(scores)
         console.rule()
         console.print(f"[bold]ROUGE-L F1[/bold] over {len(scores)} questions: mean {ci.mean:.3f} "
                       f"(95% bootstrap interval {ci.low:.3f}-{ci.high:.3f}); reference point from FACTS.md: an MMR "
                       "extract over a hybrid top 5 scored 0.143 on the full FAQ set.")
+
+
+@app.command()
+def answers(
+    run_id: Annotated[str, typer.Argument(help="The run whose answers to show.")],
+    question: Annotated[list[str] | None, typer.Option("--question", "-q", help="A question id (repeatable) "
+                                                       "\\[default: every question].")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="A table per answer: each sentence with its sources, "
+                                         "support score and what decided them.")] = False,
+    data_root: DataRoot = None,
+) -> None:
+    """Show a run's answers as a user reads them: each sentence with the [k] of the source cited for it.
+
+    The citations are the citation stage's per-sentence decisions (table answer_sentences), whatever
+    the writer; the numbered sources follow each answer, and its ROUGE-L where a reference exists.
+
+    [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
+    """
+    _print_answers(Warehouse(resolve_data_root(data_root)), run_id, question, detail)
 
 
 def _print_sql_hints(warehouse: Warehouse, run_id: str) -> None:
@@ -335,13 +365,17 @@ def export_mmu(
     out: Annotated[Path | None, typer.Option(help="Output JSONL \\[default: <data root>/exports/<run id>.jsonl].")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2, no file) when a question has no answer, "
                                          "instead of writing the fixed no-answer sentence.")] = False,
+    citations: Annotated[bool, typer.Option("--citations", help="Each response with its per-sentence [k] citations "
+                                            "and the numbered source URLs (the organisers score plain text).")] = False,
     data_root: DataRoot = None,
 ) -> None:
     """Write the MMU-RAGent static submission file: {"query_id", "generated_response"} per line.
 
     Every question of the run appears once, in file order, with a non-empty response. A question
     without an answer gets a fixed sentence saying no answer was found (the format cannot mark an
-    answer as missing); the command lists those ids. With --strict it writes nothing instead.
+    answer as missing); the command lists those ids. With --strict it writes nothing instead. With
+    --citations each response is the answer as `hifirag answers` shows it: every sentence with the
+    [k] of the source the citation check found for it, then the sources.
 
     [bold]Example[/bold]: hifirag export-mmu mmu_ragent-final-1a2b3c4d --out submission.jsonl
     """
@@ -354,7 +388,7 @@ def export_mmu(
 
     root = resolve_data_root(data_root)
     try:
-        submission = build_submission(Warehouse(root), run_id)
+        submission = build_submission(Warehouse(root), run_id, citations=citations)
     except EXPECTED as exc:
         _fail(exc)
     if submission.no_answer and strict:
@@ -451,16 +485,60 @@ def runs(data_root: DataRoot = None) -> None:
 
 @app.command()
 def variants() -> None:
-    """List the named configurations and what each changes.
+    """List the named configurations and what each changes, then the settings that depart from the paper.
 
     [bold]Example[/bold]: hifirag variants
     """
-    from hifirag_core.variants import VARIANTS
+    from hifirag_core.variants import DEPARTURES, VARIANTS
 
     table = Table("variant", "overrides")
     for name, overrides in VARIANTS.items():
         table.add_row(name, json.dumps(overrides) if overrides else "(the defaults)")
     console.print(table)
+    departures = Table("setting", "where it departs from the paper", "why", title="Departures from the paper")
+    for setting, where, why in DEPARTURES:
+        departures.add_row(setting, where, why)
+    console.print(departures, markup=False)
+
+
+@app.command()
+def doctor(
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable), as "
+                                                   "for `hifirag run`.")] = None,
+    reddit_url: Annotated[str | None, typer.Option(help="The Reddit thread the praw check reads "
+                                                   "\\[default: a long-archived AMA].")] = None,
+    http_url: Annotated[str | None, typer.Option(help="The page the direct-HTTP check fetches "
+                                                 "\\[default: https://example.com/].")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Check every backend the configuration selects with one cheap call: what works, what is missing, what it costs.
+
+    A model gets the paper's query-plan prompt with the structured-output schema every filter call
+    sends, so a server that refuses the response format shows up here. Keys are named, never printed.
+    Exits 1 when a check failed or something is missing.
+
+    [bold]Example[/bold]: hifirag doctor --set backends.filter_llm=openai --set models.openai_base_url=http://127.0.0.1:8080/v1
+    """
+    from hifirag_core.config import build_config
+    from hifirag_core.doctor import HTTP_PROBE_URL, REDDIT_PROBE_URL, check_backends
+    from hifirag_core.secrets import install_log_redaction
+    from hifirag_core.variants import variant_overrides
+
+    install_log_redaction()
+    try:
+        cfg = build_config(variant_overrides(variant), parse_overrides(list(set_ or [])), variant=variant)
+    except EXPECTED as exc:
+        _fail(exc)
+    checks = check_backends(cfg, resolve_data_root(data_root), reddit_url=reddit_url or REDDIT_PROBE_URL,
+                            http_url=http_url or HTTP_PROBE_URL)
+    table = Table("role", "backend", "status", "what works, or what is missing", "cost", box=box.SIMPLE_HEAD)
+    colour = {"ok": "green", "missing": "yellow", "failed": "red"}
+    for c in checks:
+        table.add_row(c.role, c.backend, f"[{colour[c.status]}]{c.status}[/]", escape(c.detail), escape(c.cost))
+    console.print(table)
+    if any(c.status != "ok" for c in checks):
+        raise typer.Exit(1)
 
 
 @app.command()

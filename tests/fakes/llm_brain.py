@@ -165,6 +165,21 @@ _HANDLERS = {
 }
 
 
+def shaped(text: str, schema: dict | None) -> str:
+    """A JSON-list reply as a schema of one object holding one list asks for it (``{"urls": [...]}``),
+    the way constrained decoding shapes a real model's reply; anything else unchanged."""
+    if not isinstance(schema, dict) or str(schema.get("type", "")).lower() != "object":
+        return text
+    properties = schema.get("properties") or {}
+    lists = [k for k, v in properties.items() if str((v or {}).get("type", "")).lower() == "array"]
+    if len(lists) != 1:
+        return text
+    try:
+        return json.dumps({lists[0]: json.loads(text)})
+    except json.JSONDecodeError:
+        return text
+
+
 def approx_tokens(text: str) -> int:
     """A stable token estimate (about 4/3 tokens per word)."""
     return max(1, round(len(text.split()) * 4 / 3))
