@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.stages import STAGE_NAMES  # noqa: E402
+from hifirag_core.pipeline import STAGE_NAMES  # noqa: E402
 from hifirag_core.warehouse import Warehouse  # noqa: E402
 from tests.llama_server import llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
 from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
