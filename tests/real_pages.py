@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages, shared_data_dir
-from hifirag_core.credibility.corpus import clean_question, iter_medquad, render_original
+from hifirag_core.credibility.corpus import clean_question, iter_medquad
 from hifirag_core.text import normalize_ws
 
 
@@ -43,8 +43,16 @@ def medquad_html(row: dict) -> bytes:
     return "\n".join(parts).encode("utf-8")
 
 
+def medquad_text(row: dict) -> bytes:
+    """A MedQuAD document as plain text: the focus as a title, each question a heading over its answer."""
+    parts = [f"# {normalize_ws(row['focus'])}"]
+    for qa in row["qa"]:
+        parts += [f"## {clean_question(qa['question'])}", normalize_ws(qa["answer"])]
+    return "\n\n".join(parts).encode("utf-8")
+
+
 def iter_health_pages() -> Iterator[RealPage]:
     """Each MedQuAD document, as a page and as text."""
     for row in iter_medquad(shared_data_dir() / "health" / "medquad_docs.jsonl.gz"):
         yield RealPage("health-html", row["url"], medquad_html(row), "html")
-        yield RealPage("health-text", row["url"], render_original(row).text.encode("utf-8"), "text")
+        yield RealPage("health-text", row["url"], medquad_text(row), "text")

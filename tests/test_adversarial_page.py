@@ -4,14 +4,8 @@ offline pipeline keeps, answers and cites exactly what it does for the same page
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from hifirag_core.corpus.build import build_from_folder
-from hifirag_core.pipeline import run_question
 from hifirag_core.prompts import FENCE_CLOSE, PromptSet, render_sources
-from hifirag_core.records import AnswerRecord, CitationRecord, SectionRecord, UrlDecisionRecord
-from hifirag_core.runs import plan_run, run_context
-from hifirag_core.runtime import build_runtime, corpus_at
 from hifirag_core.sectioning import parse_sections
 from tests.adversarial import (
     HIDDEN_KINDS,
@@ -19,9 +13,8 @@ from tests.adversarial import (
     PAGE_URL,
     adversarial_page,
     answer_differences,
-    write_site,
+    run_over_site,
 )
-from tests.sitegen import BASE_URL
 
 
 def _sections(html: bytes) -> list[tuple[tuple[str, ...], str]]:
@@ -52,33 +45,11 @@ def test_page_text_in_a_prompt_cannot_close_its_fence() -> None:
     assert prompt.rstrip().endswith(FENCE_CLOSE) and INJECTION in prompt.split("<web_text>\n", 1)[1]
 
 
-def _offline_run(tmp_path: Path, name: str, *, injected: bool, questions_file: Path, examples_file: Path) -> dict:
-    root = tmp_path / name
-    corpus = corpus_at(root, "docs")
-    build_from_folder(corpus.root, corpus.blobs, write_site(tmp_path / f"{name}-site", injected=injected), BASE_URL)
-    # every search result is read (the offline filter would keep only the best few), so the page is
-    plan = plan_run(questions_file, overrides=[f"generation.examples={examples_file}",
-                                               "url_filter.min_relative_score=0"], root=root, run_id=name)
-    rt = build_runtime(run_context(plan))
-    out: dict[str, dict] = {}
-    for q in plan.questions.questions:
-        stage = run_question(q, rt)
-        answer = stage["answer"].records[0]
-        assert isinstance(answer, AnswerRecord)
-        out[q.id] = {
-            "kept_urls": [r.url for r in stage["url_filter"].records if isinstance(r, UrlDecisionRecord) and r.kept],
-            "cited_urls": [c.url for c in stage["citations"].records if isinstance(c, CitationRecord) and c.cited],
-            "answer": answer.text,
-            "fetched": [p.url for p in stage["fetch"].records],
-            "section_text": "\n".join(s.text or "" for s in stage["sections"].records if isinstance(s, SectionRecord)),
-        }
-    return out
-
-
 def test_the_offline_path_is_unaffected_by_the_injection(tmp_path, questions_file, examples_file) -> None:
-    clean = _offline_run(tmp_path, "clean", injected=False, questions_file=questions_file, examples_file=examples_file)
-    injected = _offline_run(tmp_path, "injected", injected=True, questions_file=questions_file,
-                            examples_file=examples_file)
+    clean = run_over_site(tmp_path, "clean", injected=False, questions_file=questions_file,
+                          examples_file=examples_file)
+    injected = run_over_site(tmp_path, "injected", injected=True, questions_file=questions_file,
+                             examples_file=examples_file)
     assert all(PAGE_URL in run["fetched"] for run in injected.values())  # the page was read
     assert all(INJECTION in run["section_text"] for run in injected.values())  # its visible copy too
     assert answer_differences(clean, injected) == {}
