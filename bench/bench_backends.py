@@ -430,6 +430,8 @@ def main() -> None:
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
     root = OUT / args.label
     if args.report_only:
+        if not (root / "result.json").exists():
+            raise SystemExit(f"no result for --label {args.label} yet ({root / 'result.json'}); run without --report-only")
         result = json.loads((root / "result.json").read_text())
     else:
         setup = Setup(questions=args.questions, concurrency=args.concurrency, filter_latency=args.filter_latency,
