@@ -107,3 +107,23 @@ def test_a_corpus_parsed_in_worker_processes_equals_one_parsed_inline(site_dir, 
     a, b = inline.index(), parallel.index()
     for query in ("installing tidewater", "configure sync of folders", "zzz"):
         assert [(h.url, h.snippet) for h in a.search(query, 5)] == [(h.url, h.snippet) for h in b.search(query, 5)]
+
+
+def test_a_shortlisted_hybrid_embeds_only_the_bm25_best_and_scores_them_as_before(tmp_path):
+    from hifirag_core.retrieval import bm25_scores, hybrid_scores
+
+    question = "How do I reclaim space with VACUUM FULL?"
+    texts = ["VACUUM FULL rewrites the table to reclaim space.", "Indexes speed up lookups.",
+             "The planner estimates row counts.", "Routine vacuuming reclaims space for reuse.",
+             "Backups with pg_dump.", "Locks taken by VACUUM FULL block writes."]
+    full = hybrid_scores(question, texts, Embedder(tmp_path / "a.sqlite"))
+    embedder = Embedder(tmp_path / "b.sqlite")
+    short = hybrid_scores(question, texts, embedder, shortlist=3)
+    lexical = bm25_scores(question, texts)
+    chosen = set(np.argsort(-lexical, kind="stable")[:3].tolist())
+    assert embedder.encoded == 3 + 1  # the shortlist and the question
+    for i in range(len(texts)):
+        expected = full[i] if i in chosen else 0.3 * lexical[i] / lexical.max()
+        assert short[i] == pytest.approx(expected, abs=1e-6)
+    # a set no longer than the shortlist is scored in full
+    np.testing.assert_allclose(hybrid_scores(question, texts, embedder, shortlist=6), full, atol=1e-6)
