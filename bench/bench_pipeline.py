@@ -84,7 +84,7 @@ def run_loop(root: Path, n: int) -> dict:
     cpu = dict(wall)
     answered = 0
     for q in plan.questions.questions:
-        trail = Trail(q, rt.cfg)  # the loop of pipeline.run_question, with a clock around each stage
+        trail = Trail(q, rt)  # the loop of pipeline.run_question, with a clock around each stage
         for stage in PIPELINE:
             t, c = time.perf_counter(), _cpu()
             trail.outputs[stage.name] = stage.run(q, stage.gather(trail), rt)

@@ -1,8 +1,9 @@
 """The local corpus: the offline stand-in for both the search engine and the web.
 
 A corpus is built once from HTML pages (the documentation tarballs or a folder): every page's
-bytes go to the content-addressed blob store, its title and main text (from the sectioner) to
-``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
+bytes go to the content-addressed blob store, its title, main text (from the sectioner) and dates
+(``page_dates.py``: its best publication date in ``published``, every date signal in ``dates_json``)
+to ``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
 title) is saved beside it. Search ranks pages by their best passage, as web engines do: scored
 whole, a long page (a FAQ with fifty questions) drowns the one section that answers the query,
 and BM25's length normalization buries it (on the FAQ set, the gold page is in the top 10 for 70%
@@ -25,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import bm25s
@@ -37,10 +39,12 @@ from hifirag_core.backends.base import SearchHit
 from hifirag_core.blobs import BlobStore
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
+from hifirag_core.page_dates import PageDate, page_dates
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import normalize_ws, split_sentences
 
-CORPUS_VERSION = f"3/{SECTIONER_VERSION}"  # the page text comes from the sectioner; 3: passage index
+# The page text comes from the sectioner; 3: passage index; 4: each page's dates (page_dates.py).
+CORPUS_VERSION = f"4/{SECTIONER_VERSION}"
 PASSAGE_POOL = 300  # passages retrieved to rank pages by their best one
 _PASSAGE_BREAK = re.compile(r"\n\n(?=#{1,6} )")
 SNIPPET_CHARS = 240
@@ -83,18 +87,31 @@ _BUILD_WINDOW = 256  # pages in flight to the workers: bounds the HTML held in m
 _STEMMER = Stemmer.Stemmer("english")
 
 
-def parse_page(html: bytes, url: str, relpath: str) -> tuple[str, str, list[list[str]]]:
-    """A page's title, its text (headings as Markdown) and the BM25 tokens of its passages."""
+@dataclass(frozen=True)
+class ParsedPage:
+    """What a corpus build keeps of one page: its title, text (headings as Markdown), dates and the BM25
+    tokens of its passages."""
+
+    title: str
+    text: str
+    published: date | None
+    dates_json: str
+    tokens: list[list[str]]
+
+
+def parse_page(html: bytes, url: str, relpath: str, last_modified: str | None = None) -> ParsedPage:
+    """One page parsed for the corpus (runs in a build's worker processes: everything it returns pickles)."""
     parsed = parse_sections(html, url)
-    text = "\n\n".join(
-        (("#" * max(s.level, 1) + " " + s.heading + "\n\n") if s.heading else "") + s.text
-        for s in parsed.sections
-    )
+    text = parsed.markdown()
     title = normalize_ws(parsed.title or relpath)
-    return title, text, _tokenize(passages(title, text) or [title], _STEMMER)
+    dates = page_dates(html, url=url, last_modified=last_modified, main_text=text)
+    return ParsedPage(title=title, text=text,
+                      published=next((d.date for d in dates if d.kind == "published"), None),
+                      dates_json=json.dumps([d.to_json() for d in dates]),
+                      tokens=_tokenize(passages(title, text) or [title], _STEMMER))
 
 
-def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str, tuple[str, str, list[list[str]]]]]:
+def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str, ParsedPage]]:
     """Each distinct page (by normalized URL) with its parse, in the order given."""
     seen: set[str] = set()
 
@@ -110,13 +127,13 @@ def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str
     workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if len(head) < PARALLEL_BUILD_PAGES or workers < 2:
         for page, url in itertools.chain(head, todo):
-            yield page, url, parse_page(page.html, url, page.relpath)
+            yield page, url, parse_page(page.html, url, page.relpath, page.last_modified)
         return
     # spawn: the caller may be a flow with threads running, which a fork would copy mid-step
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         window: deque = deque()
         for page, url in itertools.chain(head, todo):
-            window.append((page, url, pool.submit(parse_page, page.html, url, page.relpath)))
+            window.append((page, url, pool.submit(parse_page, page.html, url, page.relpath, page.last_modified)))
             if len(window) >= _BUILD_WINDOW:
                 page_, url_, future = window.popleft()
                 yield page_, url_, future.result()
@@ -177,19 +194,22 @@ class Corpus:
         Parsing and tokenizing are most of a build's time (the 3,174 documentation pages: 14 of 20 s of
         CPU), so a large build spreads them over worker processes; the result is the same.
         """
-        rows: dict[str, list] = {k: [] for k in ("url", "site", "relpath", "title", "text", "sha256", "n_bytes")}
+        rows: dict[str, list] = {k: [] for k in ("url", "site", "relpath", "title", "text", "sha256", "n_bytes",
+                                                 "published", "dates_json")}
         tokens: list[list[str]] = []  # every page's passages, in page order: the BM25 index's documents
         owners: list[int] = []
-        for i, (page, url, (title, text, page_tokens)) in enumerate(_parsed_pages(pages), 1):
+        for i, (page, url, parsed) in enumerate(_parsed_pages(pages), 1):
             rows["url"].append(url)
             rows["site"].append(page.site)
             rows["relpath"].append(page.relpath)
-            rows["title"].append(title)
-            rows["text"].append(text)
+            rows["title"].append(parsed.title)
+            rows["text"].append(parsed.text)
             rows["sha256"].append(blobs.put(page.html))
             rows["n_bytes"].append(len(page.html))
-            owners.extend([len(rows["url"]) - 1] * len(page_tokens))
-            tokens.extend(page_tokens)
+            owners.extend([len(rows["url"]) - 1] * len(parsed.tokens))
+            tokens.extend(parsed.tokens)
+            rows["published"].append(parsed.published)
+            rows["dates_json"].append(parsed.dates_json)
             if progress:
                 progress(i)
         if not rows["url"]:
@@ -198,7 +218,8 @@ class Corpus:
         if root.exists():
             shutil.rmtree(root)  # a rebuild replaces the pages and the index built on them
         root.mkdir(parents=True)
-        pq.write_table(pa.table(rows), root / "pages.parquet", compression="zstd")
+        table = pa.table({k: pa.array(v, pa.date32()) if k == "published" else v for k, v in rows.items()})
+        pq.write_table(table, root / "pages.parquet", compression="zstd")
         bm25 = bm25s.BM25()
         bm25.index(tokens, show_progress=False)
         bm25.save(root / "bm25", show_progress=False)
@@ -230,6 +251,13 @@ class Corpus:
 
     def page(self, url: str) -> CorpusPage | None:
         return self.pages().get(normalize_url(url))
+
+    def page_dates(self) -> dict[str, list[PageDate]]:
+        """Every page's date signals, best first, as recorded when the corpus was built."""
+        table = pq.read_table(self.pages_path, columns=["url", "dates_json"])
+        return {row["url"]: [PageDate(date.fromisoformat(d["date"]), d["kind"], d["source"])
+                             for d in json.loads(row["dates_json"])]
+                for row in table.to_pylist()}
 
     def bm25(self) -> tuple[list[str], np.ndarray, bm25s.BM25]:
         """The page URLs, the page of each passage, and the BM25 index over every passage."""
