@@ -127,3 +127,124 @@ def test_a_shortlisted_hybrid_embeds_only_the_bm25_best_and_scores_them_as_befor
         assert short[i] == pytest.approx(expected, abs=1e-6)
     # a set no longer than the shortlist is scored in full
     np.testing.assert_allclose(hybrid_scores(question, texts, embedder, shortlist=6), full, atol=1e-6)
+
+
+def test_every_embedder_of_a_process_shares_one_encoder_and_its_replicas(tmp_path, monkeypatch):
+    from hifirag_core import embeddings
+
+    monkeypatch.setattr(embeddings, "_ENCODERS", {})  # a fresh process's state
+    monkeypatch.setenv("HIFIRAG_ENCODERS", "2")
+    loads: list[str] = []
+    real_load = embeddings._load_replica
+
+    def counting_load(path):
+        loads.append(threading.current_thread().name)
+        return real_load(path)
+
+    monkeypatch.setattr(embeddings, "_load_replica", counting_load)
+    first, second = Embedder(tmp_path / "a.sqlite"), Embedder(tmp_path / "b.sqlite")
+    results: dict[str, np.ndarray] = {}
+
+    def work(name: str, embedder: Embedder) -> None:
+        results[name] = embedder.encode(TEXTS)
+
+    threads = [threading.Thread(target=work, args=(n, e)) for n, e in (("a", first), ("b", second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert list(embeddings._ENCODERS) == [minilm_path()]  # one encoder for both embedders
+    shared = embeddings._ENCODERS[minilm_path()]
+    assert shared.workers == 2
+    # at most one replica per worker thread however many embedders and callers there are
+    assert 1 <= len(loads) <= 2 and len(set(loads)) == len(loads)
+    assert all(name.startswith("minilm") for name in loads)
+    assert first.encoded == second.encoded == len(TEXTS)  # separate caches: each computed its own
+    np.testing.assert_allclose(results["a"], results["b"], atol=1e-6)
+    loads.clear()
+    Embedder(tmp_path / "c.sqlite").encode(TEXTS[:5])
+    assert loads == []  # a third embedder loads nothing new
+
+
+# One documentation page with many sections, as the section ranker sees it: more previews than the
+# shortlist, of which three are about the question.
+_TOPICS = [
+    ("Requirements", "Tidewater needs Python 3.9 or newer and the libyaml headers to build."),
+    ("Installing from PyPI", "Run pip install tidewater inside a virtual environment."),
+    ("Installing from source", "Clone the repository and run pip install -e . from its root."),
+    ("First sync", "tidewater sync SRC DEST copies new and changed files from SRC to DEST."),
+    ("Limiting bandwidth", "The --max-rate option limits the bandwidth a sync uses, e.g. --max-rate 2M."),
+    ("Bandwidth schedules", "A schedule file sets different --max-rate limits for office hours and nights."),
+    ("Conflict resolution", "When a file changed on both sides, the newest version wins and the other is kept."),
+    ("Excluding files", "Patterns in .tidewaterignore leave files out of every sync."),
+    ("Profiles", "A profile groups settings; select one with --profile NAME."),
+    ("Logging", "Set log_level in the config file to debug to see every file compared."),
+    ("Log rotation", "Logs rotate daily and seven days are kept unless log_keep says otherwise."),
+    ("Dry runs", "--dry-run prints what a sync would do without copying anything."),
+    ("Checksums", "By default files compare by size and time; --checksum compares their contents."),
+    ("Symbolic links", "Links are copied as links; --follow-links copies what they point to."),
+    ("Permissions", "File modes are kept on POSIX systems and ignored on Windows."),
+    ("Scheduling with cron", "Add a crontab line that runs tidewater sync every hour."),
+    ("Scheduling with systemd", "A timer unit can start the sync service at boot and every hour."),
+    ("Remote targets over SSH", "A DEST of the form host:path copies over SSH with your keys."),
+    ("Encryption at rest", "The encrypt option stores files encrypted with a key from the keyring."),
+    ("Upgrading", "Read the changelog before upgrading; the config format changed in 2.0."),
+    ("Uninstalling", "pip uninstall tidewater removes the program but leaves your config."),
+    ("Getting help", "Ask on the mailing list or open an issue with the output of tidewater doctor."),
+    ("Exit codes", "0 means success, 1 a partial sync, 2 bad arguments."),
+    ("Environment variables", "TIDEWATER_CONFIG points to another config file."),
+]
+
+
+def _previews():
+    from hifirag_core.backends.base import SectionPreview
+
+    return [SectionPreview(f"s{i}", heading, f"Tidewater manual > {heading}: {text}")
+            for i, (heading, text) in enumerate(_TOPICS)]
+
+
+def _rank_both_ways(question: str, tmp_path: Path) -> tuple[list[int], list[float], list[int], np.ndarray, set[int]]:
+    """The ranker's kept sections and scores, the kept sections and scores of scoring every preview (the
+    path before the shortlist), and the shortlist."""
+    from hifirag_core.backends import offline
+    from hifirag_core.backends.base import PageOverview
+    from hifirag_core.config import build_config
+    from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative
+
+    cfg = build_config()
+    embedder = Embedder(tmp_path / "v.sqlite")
+    previews = _previews()
+    assert len(previews) > offline.SECTION_SHORTLIST
+    page = PageOverview("https://docs.example/manual", "Tidewater manual", "")
+    decision = offline.OfflineFilterModel(embedder, cfg).rank_sections(question, page, previews, max_sections=4)
+    texts = [p.preview for p in previews]
+    full = hybrid_scores(question, texts, embedder)
+    before = keep_relative(full, min_relative=cfg.section_rank.min_relative_score, limit=4, floor=0.1)
+    shortlist = set(np.argsort(-bm25_scores(question, texts), kind="stable")[:offline.SECTION_SHORTLIST].tolist())
+    return decision.value, decision.scores, before, full, shortlist
+
+
+@pytest.mark.parametrize("question", [
+    "How can I limit the bandwidth tidewater uses during a sync?",
+    "what happens when a file changed on both sides during sync",
+    "How do I run a sync every hour automatically?",
+])
+def test_the_section_shortlist_keeps_what_scoring_every_section_kept(question, tmp_path):
+    kept, scores, before, full, _ = _rank_both_ways(question, tmp_path)
+    assert kept == before
+    for i in kept:  # a kept section was in the shortlist, so its score is the full one
+        assert scores[i] == pytest.approx(float(full[i]), abs=1e-6)
+
+
+def test_where_the_shortlist_differs_it_drops_only_sections_bm25_left_out(tmp_path):
+    """The known difference: when the question shares with most sections only a word every section has
+    (here the product name), BM25 cannot tell them apart, and a section MiniLM alone found related
+    ("Installing from source" for a question on the Python version) keeps only its lexical score. The
+    best section stays; the others the ranker keeps are scored exactly as before."""
+    kept, scores, before, full, shortlist = _rank_both_ways("Which Python version does tidewater need?", tmp_path)
+    assert kept[0] == before[0] == 0  # Requirements
+    dropped = set(before) - set(kept)
+    assert dropped == {2} and not dropped & shortlist
+    assert len(set(kept) & set(before)) == 3
+    for i in kept:
+        assert i in shortlist and scores[i] == pytest.approx(float(full[i]), abs=1e-6)
