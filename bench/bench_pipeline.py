@@ -1,20 +1,23 @@
-"""Offline throughput and Prefect's overhead, measured side by side in one run.
+"""Offline throughput per stage, and Prefect's overhead, measured side by side in one run.
 
-Answers the same N FAQ questions (FAQ pages excluded from the corpus) twice, each in a fresh
-subprocess with a cold stage cache and a cold vector cache, so both pay the same model load and
-the same embeddings:
+Answers the same N FAQ questions (FAQ pages excluded from the corpus), each measurement in a fresh
+subprocess with a cold stage cache and a cold vector cache, so every side pays the same model load
+and the same embeddings:
 
-* ``loop``: the stage functions of ``hifirag_core.stages`` called in a plain Python loop, one
-  question after another, with records written to the warehouse as the flow writes them;
+* ``loop``: the stages of ``hifirag_core.pipeline.PIPELINE`` called in a plain Python loop, one
+  question after another, with records written to the warehouse as the flow writes them; each
+  stage's wall and CPU seconds (the process's, so the model's worker threads count) are recorded;
 * ``flow``: the Prefect flow (one task per stage, questions in parallel, caching and result
-  persistence on), with its temporary API server.
+  persistence on), with its temporary API server; per stage, the compute seconds of ``stage_runs``.
 
-It prints questions per minute for each and the ratio of the flow's wall time to the loop's.
-The flow's time is reported twice: the whole process (which includes starting Prefect's
-temporary server) and the flow body (from the run's own record), because a deployment talks to a
-server that is already running.
+With ``--baseline DIR`` (a checkout of another commit, e.g. ``git worktree add ../base main``) the
+same children also run that checkout's code (``PYTHONPATH`` and working directory set to it), in
+the order baseline loop, our loop, baseline flow, our flow, so both sides see the same machine load.
+It prints, per stage, seconds per question and the share of the total for each side, then
+questions per minute, CPU seconds, peak memory (RSS) and the ratios. Wall times on a shared
+machine are noisy: compare within one run, and read the CPU columns beside them.
 
-    .venv/bin/python bench/bench_pipeline.py --questions 50
+    .venv/bin/python bench/bench_pipeline.py --questions 20 --baseline ../hifirag-main
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,7 +33,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# A child runs the code of the checkout it is given (the baseline's, or ours).
+CODE = Path(os.environ.get("BENCH_CODE_ROOT", str(ROOT)))
+sys.path.insert(0, str(CODE))
 
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir  # noqa: E402
 
@@ -48,26 +54,48 @@ def _fresh_root(name: str, base: Path) -> Path:
     return root
 
 
+def _empty_root(name: str) -> Path:
+    root = OUT / name
+    shutil.rmtree(root, ignore_errors=True)
+    return root
+
+
+def _cpu() -> float:
+    return time.process_time()
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
 def run_loop(root: Path, n: int) -> dict:
-    """The stage functions in a plain loop (no Prefect)."""
-    from hifirag_core.pipeline import run_question, write_output
+    """The stages in a plain loop (no Prefect), timed per stage."""
+    from hifirag_core.pipeline import PIPELINE, Trail, write_output
     from hifirag_core.runs import plan_run, run_context, start_run
     from hifirag_core.runtime import build_runtime
     from hifirag_core.warehouse import Warehouse
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu()
     plan = plan_run(FAQ, sample=n, overrides=OVERRIDES, root=root, run_id="bench-loop")
     warehouse = Warehouse(root)
     start_run(warehouse, plan)
     rt = build_runtime(run_context(plan))
+    wall = {s.name: 0.0 for s in PIPELINE}
+    cpu = dict(wall)
     answered = 0
     for q in plan.questions.questions:
-        outputs = run_question(q, rt)
-        for out in outputs.values():
+        trail = Trail(q, rt)  # the loop of pipeline.run_question, with a clock around each stage
+        for stage in PIPELINE:
+            t, c = time.perf_counter(), _cpu()
+            trail.outputs[stage.name] = stage.run(q, stage.gather(trail), rt)
+            wall[stage.name] += time.perf_counter() - t
+            cpu[stage.name] += _cpu() - c
+        for out in trail.outputs.values():
             write_output(warehouse, plan.run_id, q.id, out)
-        answered += outputs["answer"].status == "ok"
+        answered += trail["answer"].status == "ok"
     warehouse.compact_run(plan.run_id)
-    return {"seconds": time.perf_counter() - started, "answered": answered}
+    return {"seconds": time.perf_counter() - started, "cpu": _cpu() - cpu_started, "answered": answered,
+            "stage_wall": wall, "stage_cpu": cpu, "peak_mb": _peak_mb()}
 
 
 def run_flow(root: Path, n: int) -> dict:
@@ -76,33 +104,82 @@ def run_flow(root: Path, n: int) -> dict:
 
     os.environ["PREFECT_HOME"] = str(root / "prefect-home")
     configure(root)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu()
     from flows.answer import answer_questions
+    from hifirag_core.warehouse import Warehouse
 
     with stage_cache_at(root):
         summary = answer_questions(questions=str(FAQ), sample=n, overrides=OVERRIDES, data_root=str(root),
                                    run_id="bench-flow")
-    return {"seconds": time.perf_counter() - started, "body_seconds": summary["wall_seconds"],
-            "answered": summary["n_answered"], "stage_computations": summary["stage_computations"]}
+    seconds, cpu = time.perf_counter() - started, _cpu() - cpu_started
+    rows = Warehouse(root).query(
+        "SELECT stage, sum(coalesce(compute_seconds, seconds)) FROM stage_runs WHERE run_id = 'bench-flow' "
+        "AND NOT cached GROUP BY stage").rows
+    return {"seconds": seconds, "cpu": cpu, "body_seconds": summary["wall_seconds"],
+            "answered": summary["n_answered"], "stage_computations": summary["stage_computations"],
+            "stage_wall": {stage: float(s) for stage, s in rows}, "peak_mb": _peak_mb()}
 
 
-def _child(mode: str, root: Path, n: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", mode, "--root", str(root), "--questions", str(n)],
-                          capture_output=True, text=True, cwd=ROOT)
+def run_demo(root: Path, n: int) -> dict:
+    """`hifirag demo` from a data root without a corpus: the corpus build, the flow and the printout."""
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    env = {**os.environ, "PREFECT_HOME": str(root / "prefect-home")}  # its own temporary server and database
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "demo", "--questions", str(n), "--data-root", str(root)],
+                          capture_output=True, text=True, cwd=CODE, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"demo failed:\n{done.stderr[-3000:]}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    built = (root / "corpus" / "docs" / "manifest.json").exists()
+    return {"seconds": time.perf_counter() - started, "cpu": 0.0, "answered": done.stdout.count("ROUGE-L F1 vs gold"),
+            "peak_mb": usage.ru_maxrss / 1024, "corpus_built": built, "stage_wall": {}}
+
+
+def _child(mode: str, root: Path, n: int, code: Path) -> dict:
+    env = {**os.environ, "BENCH_CODE_ROOT": str(code), "PYTHONPATH": str(code)}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--child", mode, "--root", str(root), "--questions", str(n)],
+                          capture_output=True, text=True, cwd=code, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} ({code}) failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # cumulative: the caller takes differences
+    result["children_cpu"] = usage.ru_utime + usage.ru_stime
+    result["process_seconds"] = time.perf_counter() - started
+    return result
+
+
+def _stage_table(title: str, n: int, sides: dict[str, dict], key: str) -> None:
+    """Per stage: seconds per question and share of the summed stage time, for each side."""
+    names = list(next(iter(sides.values()))[key])
+    for side in sides.values():
+        names += [s for s in side[key] if s not in names]
+    totals = {label: sum(side[key].values()) or 1.0 for label, side in sides.items()}
+    head = "".join(f"{label + ' s/q':>14s} {'share':>6s}" for label in sides)
+    ratio = len(sides) == 2
+    print(f"\n{title}\n  {'stage':14s}{head}" + (f"  {'speed-up':>8s}" if ratio else ""))
+    for name in names + ["total"]:
+        cells, values = [], []
+        for label, side in sides.items():
+            v = totals[label] if name == "total" else side[key].get(name, 0.0)
+            values.append(v)
+            cells.append(f"{v / n:14.2f} {100 * v / totals[label]:5.1f}%")
+        speed = f"  {values[0] / values[1]:7.1f}x" if ratio and values[1] > 0 else ""
+        print(f"  {name:14s}" + "".join(cells) + speed)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=50)
-    parser.add_argument("--child", choices=["loop", "flow"])
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--baseline", type=Path, help="a checkout of the code to compare with (its root folder)")
+    parser.add_argument("--modes", default="loop,flow", help="loop, flow, demo (comma-separated); demo runs "
+                        "`hifirag demo` from an empty data root, so it builds the corpus too")
+    parser.add_argument("--child", choices=["loop", "flow", "demo"])
     parser.add_argument("--root", type=Path)
     args = parser.parse_args()
     if args.child:
-        result = run_loop(args.root, args.questions) if args.child == "loop" else run_flow(args.root, args.questions)
-        print(json.dumps(result))
+        run = {"loop": run_loop, "flow": run_flow, "demo": run_demo}[args.child]
+        print(json.dumps(run(args.root, args.questions)))
         return
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
@@ -111,16 +188,50 @@ def main() -> None:
 
     base = corpus_base()
     n = args.questions
-    loop = _child("loop", _fresh_root("loop", base), n)
-    flow = _child("flow", _fresh_root("flow", base), n)
-    print(f"\nOffline pipeline on {n} FAQ questions (cold caches, {os.cpu_count()} cores)")
-    print(f"  plain loop : {loop['seconds']:7.1f} s  {60 * n / loop['seconds']:6.1f} questions/min  "
-          f"({loop['answered']} answered)")
-    print(f"  prefect    : {flow['seconds']:7.1f} s  {60 * n / flow['seconds']:6.1f} questions/min  "
-          f"({flow['answered']} answered, {flow['stage_computations']} stage tasks computed)")
-    print(f"  flow body  : {flow['body_seconds']:7.1f} s  (without starting Prefect's temporary server)")
-    print(f"  overhead   : {flow['seconds'] / loop['seconds']:.2f}x whole process, "
-          f"{flow['body_seconds'] / loop['seconds']:.2f}x flow body (target: under 1.3x)")
+    codes = {"ours": ROOT} if args.baseline is None else {"base": args.baseline.resolve(), "ours": ROOT}
+    modes = [m for m in ("loop", "flow", "demo") if m in args.modes.split(",")]
+    results: dict[str, dict[str, dict]] = {m: {} for m in modes}
+    last_cpu = 0.0
+    for mode in modes:
+        for label, code in codes.items():
+            root = _fresh_root(f"{mode}-{label}", base) if mode != "demo" else _empty_root(f"{mode}-{label}")
+            r = _child(mode, root, n, code)
+            r["children_cpu"], last_cpu = r["children_cpu"] - last_cpu, r["children_cpu"]
+            results[mode][label] = r
+    print(f"\nOffline pipeline on {n} FAQ questions (cold caches, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the end)")
+    if "loop" in results:
+        _stage_table("Plain loop, wall seconds per question per stage:", n, results["loop"], "stage_wall")
+        _stage_table("Plain loop, CPU seconds per question per stage (all threads of the process):", n,
+                     results["loop"], "stage_cpu")
+    if "flow" in results:
+        _stage_table("Prefect flow, compute seconds per question per stage (questions overlap, so stages "
+                     "include waiting for the cores):", n, results["flow"], "stage_wall")
+    print("\nTotals")
+    for mode in modes:
+        for label, r in results[mode].items():
+            extra = (f", flow body {r['body_seconds']:.1f} s, {r['stage_computations']} stage tasks computed"
+                     if mode == "flow" else ", corpus built" if r.get("corpus_built") else "")
+            print(f"  {mode:4s} {label:4s}: {r['seconds']:7.1f} s  {60 * n / r['seconds']:6.1f} questions/min  "
+                  f"CPU {r['cpu']:6.1f} s in-process, {r['children_cpu']:6.1f} s with children  "
+                  f"peak {r['peak_mb']:5.0f} MB  ({r['answered']} answered{extra})")
+    if len(codes) == 2:
+        for mode in modes:
+            b, o = results[mode]["base"], results[mode]["ours"]
+            if mode == "demo":
+                print(f"  demo: ours takes {o['seconds']:.1f} s against {b['seconds']:.1f} s "
+                      f"({b['seconds'] / o['seconds']:.2f}x faster; CPU {b['children_cpu'] / o['children_cpu']:.2f}x "
+                      "less; target: at most 45 s)")
+                continue
+            print(f"  {mode}: ours answers {b['seconds'] / o['seconds']:.2f}x the questions/min of the baseline "
+                  f"(CPU {b['children_cpu'] / o['children_cpu']:.2f}x less)")
+    if "loop" in modes and "flow" in modes:
+        for label in codes:
+            loop, flow = results["loop"][label], results["flow"][label]
+            print(f"  Prefect overhead ({label}): {flow['seconds'] / loop['seconds']:.2f}x whole process, "
+                  f"{flow['body_seconds'] / loop['seconds']:.2f}x flow body, "
+                  f"{flow['children_cpu'] / loop['children_cpu']:.2f}x CPU with children (target: at most 1.1x; "
+                  "the flow runs questions in parallel, the loop one by one, so CPU is the like-for-like ratio)")
 
 
 if __name__ == "__main__":

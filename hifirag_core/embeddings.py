@@ -13,12 +13,16 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 DIM = 384
 _LOOKUP_CHUNK = 500
+# Padded tokens per forward pass: a batch of 64 texts of 256 tokens held 200 MB of attention scores
+# per replica at once; 16 of them hold 50 MB and cost no more per token.
+MAX_BATCH_TOKENS = 4096
 
 
 def minilm_path() -> Path:
@@ -71,14 +75,8 @@ class Embedder:
         self.model_id = f"minilm:{self.model_path.name}:{_folder_fingerprint(self.model_path)}"
         self.batch_size = batch_size
         self._cache = VectorCache(cache_path) if cache_path else None
-        self._model = None
-        self._model_lock = threading.Lock()
+        self._count_lock = threading.Lock()
         self.encoded = 0  # texts that missed the cache and went through the model
-
-    def _load(self):
-        if self._model is None:
-            self._model = _load_model(self.model_path)
-        return self._model
 
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()[:32]
@@ -91,16 +89,10 @@ class Embedder:
         cached = self._cache.get_many(list(dict.fromkeys(keys))) if self._cache else {}
         missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in cached}
         if missing:
-            with self._model_lock:  # two cores: parallel encodes only contend
-                vectors = self._load().encode(
-                    list(missing.values()),
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
-            self.encoded += len(missing)
-            fresh = dict(zip(missing.keys(), vectors.astype(np.float32), strict=True))
+            vectors = encoder(self.model_path).embed(list(missing.values()), self.batch_size)
+            fresh = dict(zip(missing.keys(), vectors, strict=True))
+            with self._count_lock:
+                self.encoded += len(missing)
             if self._cache:
                 self._cache.put_many(fresh)
             cached.update(fresh)
@@ -110,21 +102,121 @@ class Embedder:
         return self.encode([text])[0]
 
 
-_MODELS: dict[Path, object] = {}
-_MODELS_LOCK = threading.Lock()
+class Encoder:
+    """One model folder's forward passes for the whole process.
+
+    Texts are cut into batches of similar token length (a batch is padded to its longest text, and
+    MiniLM's cost grows with the padded tokens) and the batches are spread over a few worker
+    threads, each with its own replica of the model running on one intra-op thread (see
+    :func:`encoder_layout`). Every embedder of the process shares them, so questions in flight
+    queue their batches here rather than oversubscribing the cores.
+    """
+
+    def __init__(self, path: Path, workers: int):
+        self.path = path
+        self.workers = workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minilm")
+        self._local = threading.local()  # each worker's own replica: a tokenizer is not thread-safe
+
+    def embed(self, texts: list[str], batch_size: int) -> list[np.ndarray]:
+        if len(texts) <= batch_size // 4:  # one small batch: no need to measure lengths first
+            batches = [list(range(len(texts)))]
+        else:
+            batches = length_batches(self._pool.submit(self._token_lengths, texts).result(), batch_size)
+        out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
+        futures = [(batch, self._pool.submit(self._forward, [texts[i] for i in batch])) for batch in batches]
+        for batch, future in futures:
+            for i, vector in zip(batch, future.result(), strict=True):
+                out[i] = vector
+        return out
+
+    def _replica(self):
+        model = getattr(self._local, "model", None)
+        if model is None:
+            model = self._local.model = _load_replica(self.path)
+        return model
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        model = self._replica()
+        ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+        return [len(x) for x in ids]
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        vectors = self._replica().encode(texts, batch_size=len(texts), normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+        return vectors.astype(np.float32)
 
 
-def _load_model(path: Path):
-    """Load a model folder once per process; the weights are read-only, so embedders share them."""
-    with _MODELS_LOCK:
-        if path not in _MODELS:
-            # Never reach for a hub: the model is a local folder.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+def length_batches(lengths: Sequence[int], batch_size: int, max_padding: float = 0.25,
+                   max_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
+    """Indices in batches of similar length, longest first.
 
-            _MODELS[path] = SentenceTransformer(str(path), device="cpu")
-        return _MODELS[path]
+    A batch takes texts in order of decreasing length until it holds ``batch_size`` of them, ``max_tokens``
+    padded tokens, or until the next text would make padding more than ``max_padding`` of its tokens.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in order:
+        if current:
+            padded = (len(current) + 1) * lengths[current[0]]
+            if (len(current) >= batch_size or padded > max_tokens
+                    or real + lengths[i] < padded * (1 - max_padding)):
+                batches.append(current)
+                current, real = [], 0
+        current.append(i)
+        real += lengths[i]
+    if current:
+        batches.append(current)
+    return batches
+
+
+def encoder_layout() -> tuple[int, int]:
+    """(torch intra-op threads, model replicas) for this process.
+
+    On two busy cores, intra-op threads spin and wait for each other: 512 short passages took 28 s
+    of CPU (65 s wall) on two threads and 10 s (17 s wall) on one. So each replica runs on one
+    thread, and there are as many replicas as cores (at most four; each holds its own 90 MB of
+    weights), so that the questions and pages in flight use every core. ``HIFIRAG_TORCH_THREADS``
+    and ``HIFIRAG_ENCODERS`` override either.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, int(os.environ.get("HIFIRAG_TORCH_THREADS", "1")))
+    replicas = int(os.environ.get("HIFIRAG_ENCODERS", str(min(4, max(1, cores // threads)))))
+    return threads, max(1, replicas)
+
+
+_ENCODERS: dict[Path, Encoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def encoder(path: Path) -> Encoder:
+    """The process's encoder for a model folder (its replicas load on first use)."""
+    with _ENCODERS_LOCK:
+        if path not in _ENCODERS:
+            _ENCODERS[path] = Encoder(path, encoder_layout()[1])
+        return _ENCODERS[path]
+
+
+_THREADS_SET = False
+_LOAD_LOCK = threading.Lock()
+
+
+def _load_replica(path: Path):
+    """A model instance for one encoding thread (the weights come from the OS page cache)."""
+    global _THREADS_SET
+    # Never reach for a hub: the model is a local folder.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    with _LOAD_LOCK:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if not _THREADS_SET:  # process-wide, so set once, before the first forward pass
+            torch.set_num_threads(encoder_layout()[0])
+            _THREADS_SET = True
+        return SentenceTransformer(str(path), device="cpu")
 
 
 def _folder_fingerprint(path: Path) -> str:

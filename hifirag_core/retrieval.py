@@ -30,19 +30,26 @@ def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     return np.asarray(index.get_scores(query_tokens), dtype=np.float32)
 
 
-def hybrid_scores(query: str, texts: Sequence[str], embedder: Embedder, dense_weight: float = 0.7) -> np.ndarray:
+def hybrid_scores(query: str, texts: Sequence[str], embedder: Embedder, dense_weight: float = 0.7,
+                  shortlist: int | None = None) -> np.ndarray:
     """``dense_weight`` x cosine + the rest x BM25 scaled to [0, 1] within the set.
 
     Cosine carries meaning across paraphrase; BM25 rewards the exact rare terms (identifiers,
     option names) that MiniLM blurs. The blend keeps magnitudes, so relative thresholds work.
+    With ``shortlist``, only the ``shortlist`` texts BM25 ranks highest are embedded (MiniLM is
+    nearly all of the cost); the others keep their lexical part alone.
     """
     if not texts:
         return np.zeros(0, dtype=np.float32)
-    vectors = embedder.encode(list(texts))
-    cosine = vectors @ embedder.encode_one(query)
     lexical = bm25_scores(query, texts)
     top = float(lexical.max()) if lexical.size else 0.0
     lexical = lexical / top if top > 0 else lexical
+    if shortlist is None or len(texts) <= shortlist:
+        cosine = embedder.encode(list(texts)) @ embedder.encode_one(query)
+    else:
+        chosen = np.argsort(-lexical, kind="stable")[:shortlist]  # ties: the earlier text
+        cosine = np.zeros(len(texts), dtype=np.float32)
+        cosine[chosen] = embedder.encode([texts[int(i)] for i in chosen]) @ embedder.encode_one(query)
     return (dense_weight * cosine + (1 - dense_weight) * lexical).astype(np.float32)
 
 
