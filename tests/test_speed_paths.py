@@ -109,6 +109,36 @@ def test_a_corpus_parsed_in_worker_processes_equals_one_parsed_inline(site_dir, 
         assert [(h.url, h.snippet) for h in a.search(query, 5)] == [(h.url, h.snippet) for h in b.search(query, 5)]
 
 
+# A user's script that builds a corpus at import time, with no ``if __name__ == "__main__":`` guard:
+# each spawned worker re-imports it and fails to start, which breaks the pool.
+UNGUARDED_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {project!r})
+from hifirag_core.corpus import store
+from hifirag_core.corpus.sources import iter_folder_pages
+from hifirag_core.runtime import blob_store
+store.PARALLEL_BUILD_PAGES = 2
+root = Path({root!r})
+corpus = store.Corpus.build(root / "corpus" / "docs", blob_store(root), iter_folder_pages(Path({site!r}), {base!r}),
+                            sources=["test"])
+print("pages", corpus.pages_path)
+"""
+
+
+def test_a_build_whose_workers_cannot_start_parses_in_process_and_loses_no_page(site_dir, tmp_path):
+    import subprocess
+    import sys
+
+    inline = _build(tmp_path / "inline", site_dir)
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT.format(project=str(Path(__file__).parents[1]), root=str(tmp_path / "script"),
+                                              site=str(site_dir), base=BASE_URL))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert pq.read_table(inline.pages_path).equals(pq.read_table(store.Corpus(tmp_path / "script" / "corpus" / "docs", None).pages_path))
+
+
 def test_a_shortlisted_hybrid_embeds_only_the_bm25_best_and_scores_them_as_before(tmp_path):
     from hifirag_core.retrieval import bm25_scores, hybrid_scores
 

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -125,21 +126,35 @@ def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str
     todo = distinct()
     head = list(itertools.islice(todo, PARALLEL_BUILD_PAGES))
     workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    if len(head) < PARALLEL_BUILD_PAGES or workers < 2:
-        for page, url in itertools.chain(head, todo):
-            yield page, url, parse_page(page.html, url, page.relpath, page.last_modified)
-        return
+    rest = itertools.chain(head, todo)
+    # A daemonic process (a Dask worker) may not start children.
+    if len(head) >= PARALLEL_BUILD_PAGES and workers >= 2 and not multiprocessing.current_process().daemon:
+        window: deque = deque()
+        try:
+            yield from _parsed_in_pool(rest, window, workers)
+            return
+        except BrokenProcessPool:
+            # A script that builds at import time, without a __main__ guard, breaks a spawned pool
+            # at start-up; the pages it had not parsed are parsed here instead.
+            rest = itertools.chain(((page, url) for page, url, _ in window), rest)
+    for page, url in rest:
+        yield page, url, parse_page(page.html, url, page.relpath, page.last_modified)
+
+
+def _parsed_in_pool(pages: Iterator[tuple[SourcePage, str]], window: deque,
+                    workers: int) -> Iterator[tuple[SourcePage, str, ParsedPage]]:
+    """``pages`` parsed by worker processes, in order; ``window`` holds those submitted, not yet yielded."""
     # spawn: the caller may be a flow with threads running, which a fork would copy mid-step
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        window: deque = deque()
-        for page, url in itertools.chain(head, todo):
-            window.append((page, url, pool.submit(parse_page, page.html, url, page.relpath, page.last_modified)))
+        for page, url in pages:
+            window.append([page, url, None])  # in the window before submit, which may raise
+            window[-1][2] = pool.submit(parse_page, page.html, url, page.relpath, page.last_modified)
             if len(window) >= _BUILD_WINDOW:
-                page_, url_, future = window.popleft()
-                yield page_, url_, future.result()
+                yield window[0][0], window[0][1], window[0][2].result()
+                window.popleft()
         while window:
-            page_, url_, future = window.popleft()
-            yield page_, url_, future.result()
+            yield window[0][0], window[0][1], window[0][2].result()
+            window.popleft()
 
 
 class Corpus:
