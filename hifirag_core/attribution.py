@@ -23,7 +23,7 @@ import numpy as np
 
 from hifirag_core.backends.base import SourceDoc
 from hifirag_core.embeddings import Embedder
-from hifirag_core.metrics.citations import claim_sentences
+from hifirag_core.metrics.citations import SHORTLIST, claim_sentences, support_matrix
 from hifirag_core.text import split_sentences, word_count
 
 _MARKER = re.compile(r"\s*\[(\d+)\]")
@@ -75,17 +75,19 @@ def source_sentences(source: SourceDoc, per_section: int = PER_SECTION) -> list[
     return out
 
 
-def citation_support(sentences: list[str], sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:
-    """(sentences x sources): the best cosine between each sentence and any sentence of each source."""
-    out = np.zeros((len(sentences), len(sources)), dtype=np.float32)
+def citation_support(sentences: list[str], sources: list[SourceDoc], embedder: Embedder,
+                     shortlist: int | None = SHORTLIST) -> np.ndarray:
+    """(sentences x sources): the best cosine between each sentence and any sentence of each source.
+
+    As in the citation metrics, only each answer sentence's ``shortlist`` best source sentences by BM25
+    are embedded: with a model's uncapped sections, embedding every sentence of every source made this
+    stage cost minutes of CPU per question (bench/bench_backends.py).
+    """
     if not sentences or not sources:
-        return out
-    answer_vecs = embedder.encode(sentences)
-    for j, source in enumerate(sources):
-        passages = source_sentences(source)
-        if passages:
-            out[:, j] = (answer_vecs @ embedder.encode(passages).T).max(axis=1)
-    return out
+        return np.zeros((len(sentences), len(sources)), dtype=np.float32)
+    matrix = support_matrix(sentences, {j: source_sentences(s) for j, s in enumerate(sources)},
+                            lambda a, b: embedder.encode(a) @ embedder.encode(b).T, shortlist)
+    return np.stack([matrix[j] for j in range(len(sources))], axis=1)
 
 
 def attribute_sentences(claims: Sequence[tuple[str, frozenset[int]]], numbers: Sequence[int],

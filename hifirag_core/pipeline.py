@@ -307,7 +307,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         identity=_refine_identity,
     ),
     StageSpec(
-        "citations", (CitationRecord, AnswerSentenceRecord), "2", ("citations", *_FILTER_MODEL),
+        "citations", (CitationRecord, AnswerSentenceRecord), "3", ("citations", *_FILTER_MODEL),
         stages.verify_citations,
         # the writer's own text, markers and all: they are a hint the citation check may follow
         lambda t: {"answer": stages.writer_text(t["draft"], t["refine"])[0], "sources": t.sources()},

@@ -50,3 +50,23 @@ def test_claims_come_from_the_writers_text_with_its_markers():
     claims = marked_sentences("Set max-rate to limit it. [1] Free accounts are throttled. It is fixed. [2][3]")
     assert claims == [("Set max-rate to limit it.", {1}), ("Free accounts are throttled.", {2, 3}),
                       ("It is fixed.", {2, 3})]
+
+
+def test_support_embeds_only_each_sentences_best_source_sentences_and_finds_the_copied_one(tmp_path):
+    from hifirag_core.attribution import citation_support
+    from hifirag_core.backends.base import SourceDoc, SourceSection
+    from hifirag_core.embeddings import Embedder
+
+    topics = ["replication slots", "vacuum settings", "index builds", "backup tools", "connection pools",
+              "query planning", "lock waits", "log rotation", "extension packaging", "timezone data"]
+    filler = [f"The manual describes {t} in chapter {i} with several worked examples." for i, t in enumerate(topics)]
+    copied = "VACUUM FULL rewrites the whole table and needs an exclusive lock while it runs."
+    sources = [SourceDoc(1, "https://a", "A", "", (SourceSection("a", ("A",), " ".join(filler)),)),
+               SourceDoc(2, "https://b", "B", "", (SourceSection("b", ("B",), " ".join([*filler[:5], copied])),))]
+    sentences = [copied, "Backups are taken with the backup tools."]
+    full = citation_support(sentences, sources, Embedder(tmp_path / "full.sqlite"), shortlist=None)
+    embedder = Embedder(tmp_path / "short.sqlite")
+    short = citation_support(sentences, sources, embedder, shortlist=2)
+    assert short.shape == (2, 2) and abs(short[0, 1] - full[0, 1]) < 1e-5 and full[0, 1] > 0.99  # the copy is found
+    assert np.all(short <= full + 1e-5)  # a shortlist can only miss a better passage
+    assert embedder.encoded < len(sentences) + len(filler) + len(filler[:5]) + 1  # not every source sentence
