@@ -1,6 +1,6 @@
 """Thread runner against a Dask cluster on the same offline questions, side by side, cold caches.
 
-    .venv/bin/python bench/bench_runners.py --questions 40 [--workers 2] [--threads-per-worker 2]
+    .venv/bin/python bench/bench_runners.py --questions 40 [--workers 2] [--threads-per-worker 2] [--rounds 2]
 
 Each runner runs in its own process on its own data root (sharing only the built corpus), so both
 start with empty stage caches, an empty vector cache and an empty warehouse. The Dask side counts its
@@ -80,6 +80,8 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
     parser.add_argument("--threads-per-worker", type=int, help="default: 4 questions in flight / workers")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure each runner this many times, alternating which goes first")
     parser.add_argument("--child", choices=["threads", "dask"])
     parser.add_argument("--root", type=Path)
     args = parser.parse_args()
@@ -91,17 +93,30 @@ def main() -> None:
     from bench.bench_backends import corpus_base
 
     base = corpus_base()
-    results = {kind: _child(kind, _fresh_root(f"runners-{kind}", base), args) for kind in ("threads", "dask")}
     n = args.questions
     print(f"\nOffline pipeline, {n} FAQ questions, cold caches, {os.cpu_count()} cores")
-    for kind, r in results.items():
-        memory = f"flow {r['flow_mb']:.0f} MB" + (f", workers {', '.join(f'{m:.0f}' for m in r['workers_mb'])} MB"
-                                                   if r["workers_mb"] else "")
-        print(f"  {kind:8s}: {r['seconds']:7.1f} s  {60 * n / r['seconds']:6.1f} questions/min  "
-              f"({r['answered']} answered, {r['computed']} stages computed; peak {memory})")
-    ratio = results["dask"]["seconds"] / results["threads"]["seconds"]
-    print(f"  dask / threads: {ratio:.2f}x the time (target: at most 1.15x)")
-
+    ratios = []
+    for round_ in range(args.rounds):
+        # every other round starts with Dask, so a load that drifts during a round favours neither
+        order = ("threads", "dask") if round_ % 2 == 0 else ("dask", "threads")
+        results = {}
+        for kind in order:
+            load = os.getloadavg()[0]
+            results[kind] = _child(kind, _fresh_root(f"runners-{kind}", base), args)
+            results[kind]["load"] = (load, os.getloadavg()[0])
+        for kind in ("threads", "dask"):
+            r = results[kind]
+            memory = f"flow {r['flow_mb']:.0f} MB" + (
+                f", workers {', '.join(f'{m:.0f}' for m in r['workers_mb'])} MB" if r["workers_mb"] else "")
+            print(f"  round {round_ + 1} {kind:8s}: {r['seconds']:7.1f} s  {60 * n / r['seconds']:6.1f} questions/min  "
+                  f"({r['answered']} answered, {r['computed']} stages computed; peak {memory}; "
+                  f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f})")
+        ratios.append(results["dask"]["seconds"] / results["threads"]["seconds"])
+        print(f"  round {round_ + 1} dask / threads: {ratios[-1]:.2f}x the time")
+    if len(ratios) > 1:
+        print(f"  dask / threads over {len(ratios)} rounds: {sum(ratios) / len(ratios):.2f}x the time "
+              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+    print("  target: at most 1.15x")
 
 if __name__ == "__main__":
     main()
