@@ -19,12 +19,13 @@ import dataclasses
 import fcntl
 import os
 import re
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -37,6 +38,7 @@ from hifirag_core.records import TABLES, Record, arrow_schema, to_table
 
 VIEWS_DIR = PROJECT_ROOT / "warehouse" / "views"
 COMPACTED = "_compacted.parquet"
+T = TypeVar("T")
 ALL_STAGES = "all"
 # Tables written whole per question (every stage's rows at once), keyed by question only.
 PER_QUESTION_TABLES = frozenset({"llm_calls", "stage_runs"})
@@ -234,14 +236,13 @@ class Warehouse:
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with every view defined (always current)."""
         con = duckdb.connect(":memory:")
-        for statement in self.view_statements():
-            con.execute(statement)
+        _define_views(con, self.view_statements)
         return con
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         con = self.connect()
         try:
-            cur = con.execute(sql, params or [])
+            cur = _while_compacting(lambda: con.execute(sql, params or []))
             columns = [d[0] for d in cur.description] if cur.description else []
             return QueryResult(columns, cur.fetchall())
         except duckdb.Error as exc:
@@ -259,12 +260,36 @@ class Warehouse:
         tmp = self.root / f".hifirag.{uuid.uuid4().hex}.duckdb"
         con = duckdb.connect(str(tmp))
         try:
-            for statement in self.view_statements():
-                con.execute(statement)
+            _define_views(con, self.view_statements)
         finally:
             con.close()
         os.replace(tmp, self.duckdb_path)
         return self.duckdb_path
+
+
+def _while_compacting(action: Callable[[], T], attempts: int = 6) -> T:
+    """``action``, again when a file it globbed was gone by the time DuckDB opened it.
+
+    Another process compacting its run (``compact_run``) deletes that run's small files after
+    writing their merge; a view bound or a query read in between meets a missing file. The next
+    glob sees the merged file instead.
+    """
+    for attempt in range(attempts):
+        try:
+            return action()
+        except duckdb.IOException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _define_views(con: duckdb.DuckDBPyConnection, statements: Callable[[], list[str]]) -> None:
+    def define() -> None:
+        for statement in statements():  # listed again on a retry: the glob may have changed
+            con.execute(statement)
+
+    _while_compacting(define)
 
 
 def _duckdb_type(t: pa.DataType) -> str:

@@ -124,3 +124,28 @@ def test_a_per_question_write_replaces_compacted_rows_of_every_stage(tmp_path):
     w.compact_run("r1")
     w.write("llm_calls", [LLMCallRecord(stage="a", call_id="a2")], run_id="r1", stage=None, question_id="q1")
     assert w.query("SELECT call_id FROM llm_calls").rows == [("a2",)]
+
+
+def _compacting_writer(root: str, rounds: int) -> None:
+    w = Warehouse(Path(root))
+    for r in range(rounds):
+        for q in range(5):
+            w.write("answers", [AnswerRecord(text=f"{r}-{q}")], run_id="busy", stage="answer", question_id=f"q{q}")
+        w.compact_run("busy")
+
+
+def test_readers_never_fail_while_another_process_compacts_its_run(tmp_path):
+    w = Warehouse(tmp_path)
+    w.write("answers", [AnswerRecord(text="mine")], run_id="mine", stage="answer", question_id="q1")
+    writer = multiprocessing.get_context("spawn").Process(target=_compacting_writer, args=(str(tmp_path), 60))
+    writer.start()
+    try:
+        reads = 0
+        while writer.is_alive() or reads < 20:  # each read globs files the writer may delete under it
+            w.refresh_duckdb_file()
+            assert w.query("SELECT text FROM answers WHERE run_id = 'mine'").rows == [("mine",)]
+            reads += 1
+    finally:
+        writer.join(120)
+    assert writer.exitcode == 0
+    assert w.query("SELECT count(*) FROM answers WHERE run_id = 'busy'").rows == [(5,)]
