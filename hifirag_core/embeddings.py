@@ -80,6 +80,10 @@ class Embedder:
             self._model = _load_model(self.model_path)
         return self._model
 
+    def load(self) -> None:
+        """Load the model now rather than on the first cache miss (a service warms up before it listens)."""
+        self._load()
+
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()[:32]
 
