@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -483,7 +484,7 @@ def create_app(service: Service) -> ASGIApp:
 
 def _ids(ticket: _Ticket) -> dict[str, str]:
     """Where the request's rows are (outside the contract's body, so any client may ignore them)."""
-    return {"X-HiFiRAG-Run-Id": ticket.plan.run_id, "X-HiFiRAG-Question-Id": ticket.question.id}
+    return {"X-HiFiRAG-Run-Id": ticket.plan.run_id, "X-HiFiRAG-Question-Id": quote(ticket.question.id, safe="")}
 
 
 def _body_schema(model) -> dict:

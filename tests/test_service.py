@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -93,7 +94,7 @@ class Stream:
                     break  # leaving the with-block closes the connection mid-stream
         parsed = parse_sse([line for _, line in self.lines])
         self.messages, self.problems = parsed.messages, parsed.problems + check_messages(parsed.messages)
-        self.question_id = self.headers.get("x-hifirag-question-id")
+        self.question_id = unquote(self.headers.get("x-hifirag-question-id", ""))
         self.run_id = self.headers.get("x-hifirag-run-id")
 
     @property
@@ -182,13 +183,14 @@ def test_the_same_question_twice_is_answered_from_the_stage_cache(offline):
 def test_evaluate_answers_in_the_static_format(offline):
     url, root = offline
     response = httpx.post(f"{url}/evaluate", json={"query": "Where does Tidewater read its settings from?",
-                                                   "iid": "V_0042"}, timeout=300)
+                                                   "iid": "V_0042-é"}, timeout=300)
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"query_id", "generated_response"} and body["query_id"] == "V_0042"
+    assert set(body) == {"query_id", "generated_response"} and body["query_id"] == "V_0042-é"
     assert ".tidewater.toml" in body["generated_response"]
-    (meta,), = Warehouse(root).query("SELECT meta_json FROM questions WHERE question_id = 'V_0042'").rows
-    assert json.loads(meta) == {"endpoint": "/evaluate", "iid": "V_0042"}
+    assert response.headers["x-hifirag-question-id"] == "V_0042-%C3%A9"  # a header holds ASCII only
+    (meta,), = Warehouse(root).query("SELECT meta_json FROM questions WHERE question_id = 'V_0042-é'").rows
+    assert json.loads(meta) == {"endpoint": "/evaluate", "iid": "V_0042-é"}
 
 
 @pytest.mark.parametrize(("body", "headers", "says"), [

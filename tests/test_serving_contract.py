@@ -74,6 +74,7 @@ def test_a_valid_body_is_parsed_and_trimmed_and_unknown_fields_are_ignored():
     (b'{"q": "hello"}', RunRequest, "question: required"),
     (b'{"question": "   "}', RunRequest, "question: must not be empty"),
     (b'{"query": "x"}', EvaluateRequest, "iid: required"),
+    (b'{"query": "x", "iid": "V_1\\r\\nSet-Cookie: a"}', EvaluateRequest, "iid: must not contain control characters"),
 ])
 def test_a_bad_body_is_refused_with_a_message_that_says_what_to_send(raw, model, says):
     with pytest.raises(BadRequest) as caught:

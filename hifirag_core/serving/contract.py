@@ -63,6 +63,13 @@ class EvaluateRequest(_Body):
     query: str
     iid: str
 
+    @field_validator("iid")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("must not contain control characters")
+        return value
+
 
 Body = TypeVar("Body", bound=_Body)
 

@@ -3,10 +3,11 @@
 Every request joins the day's service run, ``service-<profile>-<variant>-<config>-<YYYYMMDD>`` (UTC):
 its question, every stage's rows and the answer are written exactly as a batch run writes them,
 so the views, ``hifirag eval``-style scoring and ``export-mmu`` work on served answers too. A
-day bounds a run's size (a partition is rewritten when a compacted run gets new rows); the run's
-``runs`` row says ``serving`` while the service writes to it, with counts taken from the
-warehouse itself (so several service processes on one data root count together), and
-``finished`` once its day is over or the service stops, when its files are compacted.
+day bounds a run's size, and so the cost of a write into a compacted run (the writer reads the
+compacted file to drop the key it replaces). The run's ``runs`` row says ``serving`` while the
+service writes to it, with counts taken from the warehouse itself (so several service processes
+on one data root count together), and ``finished`` once its day is over or the service stops,
+when its files are compacted; a busy day is also compacted every ``compact_every`` questions.
 
 ``served_requests`` holds what only the service knows: the endpoint, how the response ended
 (complete, deadline, disconnected, failed), the time to its first message and to its end.
