@@ -38,7 +38,12 @@ CLUSTER=hifirag
 
 say() { printf '[production] %s\n' "$*"; }
 
-pg_version() { ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -n 1; }
+pg_version() {  # the newest installed PostgreSQL server (the client alone has no bin/postgres)
+  local v
+  for v in $(ls /usr/lib/postgresql 2>/dev/null | sort -rn); do
+    if [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then echo "$v"; return; fi
+  done
+}
 
 as_postgres() { runuser -u postgres -- "$@"; }
 

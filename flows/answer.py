@@ -24,6 +24,7 @@ from prefect.transactions import CommitMode, transaction
 
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.corpus.store import CorpusError
+from hifirag_core.fetch_health import fetch_warnings
 from hifirag_core.limits import Budget, question_deadline
 from hifirag_core.pipeline import (
     PIPELINE,
@@ -39,6 +40,7 @@ from hifirag_core.records import StageRunRecord
 from hifirag_core.runs import RunPlan, RunSummary, finish_run, plan_run, run_context, start_run
 from hifirag_core.runtime import RunContext, Runtime, corpus_at, uses_real_backends
 from hifirag_core.stages import StageOutput
+from hifirag_core.tally import RunTally
 from hifirag_core.warehouse import Warehouse
 from tasks.limits import prefect_ledger
 from tasks.stages import STAGE_TASKS, resolve
@@ -59,7 +61,7 @@ class _StageRunner:
         self.ctx = ctx
         self.rt = rt
         self.started = time.monotonic()
-        self.trail = Trail(question, rt.cfg)
+        self.trail = Trail(question, rt)
         self.result = QuestionResult(question)
         self.observer = observer
 
@@ -178,44 +180,45 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         else f"on a local Dask cluster of {choice.dask_workers} processes")
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, {window} at a time "
              f"{where}; data in {plan.data_root}")
-    answered = failed = computed = hits = paid = reused = 0
+    tally = RunTally()
+    fetched: dict[str, list] = {}  # each question's fetch rows, for the crawl warnings
     with question_runner(choice, window) as runner:
         for n, (question, future) in enumerate(_submit_windowed(questions, ctx, runner, window), 1):
             try:
                 result: QuestionResult = future.result()
             except Exception as exc:  # the question task itself broke: leave a row that says so
-                failed_answer = spec("answer").failed(question, Trail(question, plan.cfg), exc)
+                failed_answer = spec("answer").failed(question, Trail(question), exc)
                 result = QuestionResult(question, [failed_answer], [
                     StageRunRecord(stage="answer", status=failed_answer.status, error=failed_answer.error)])
             write_result(warehouse, plan.run_id, result)
+            tally.add(result.outputs, result.cached)
+            fetched[question.id] = [r for o in result.outputs if o.stage == "fetch" for r in o.records]
             answer = result.answer
             ok = answer is not None and answer.status == "ok"
-            answered += ok
-            failed += not ok
-            computed += sum(1 for c in result.cached if not c)
-            hits += sum(result.cached)
-            calls = [(c, cached) for o, cached in zip(result.outputs, result.cached, strict=True) for c in o.calls]
-            paid += sum(1 for _, cached in calls if not cached)
-            reused += sum(1 for _, cached in calls if cached)
             state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
             log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    for warning in [*tally.lines(), *fetch_warnings(fetched)]:
+        notes.append(warning)
+        log.warning(warning)
     budget = run_budget(ctx)
     if budget is not None and budget.exhausted:
         notes.append(f"the run's budget was spent ({budget.summary()}); later paid calls were not started and "
                      "their stages fell back (see stage_runs and llm_calls with status budget_exceeded)")
         log.warning(notes[-1])
     summary = RunSummary(
-        run_id=plan.run_id, status="finished" if failed == 0 else "partial", n_questions=len(questions),
-        n_answered=answered, n_failed=failed, wall_seconds=round(time.monotonic() - started_at, 2),
-        stage_computations=computed, cache_hits=hits, llm_calls_paid=paid, llm_calls_reused=reused,
-        data_root=str(plan.data_root), duckdb_path=str(warehouse.duckdb_path), notes=notes,
+        run_id=plan.run_id, status="finished" if tally.unanswered == 0 else "partial", n_questions=len(questions),
+        n_answered=tally.answered, n_failed=tally.unanswered, wall_seconds=round(time.monotonic() - started_at, 2),
+        stage_computations=tally.computed, cache_hits=tally.cache_hits, llm_calls_paid=tally.paid,
+        llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, unanswered=dict(tally.reasons),
+        backend_errors=dict(tally.backend_errors), data_root=str(plan.data_root),
+        duckdb_path=str(warehouse.duckdb_path), notes=notes,
     )
     finish_run(warehouse, plan, run_row, summary)
-    log.info(f"Run {plan.run_id} {summary.status}: {answered} answered, {failed} without an answer, "
-             f"{summary.wall_seconds:.1f}s, {computed} stage computations, {hits} cache hits, "
-             f"{paid} paid LLM calls ({reused} reused)")
+    log.info(f"Run {plan.run_id} {summary.status}: {tally.answered} answered, {tally.unanswered} without an answer, "
+             f"{summary.wall_seconds:.1f}s, {tally.computed} stage computations, {tally.cache_hits} cache hits, "
+             f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled)")
     return summary
 
 

@@ -235,7 +235,7 @@ class Service:
         except Exception as exc:
             log.exception("request %s: the pipeline failed", q.id)
             ticket.failed = True
-            answer = spec("answer").failed(q, Trail(q, self.cfg), exc)
+            answer = spec("answer").failed(q, Trail(q), exc)
             result = QuestionResult(q, [*ticket.outputs.values(), answer],
                                     [*ticket.ledger, StageRunRecord(stage="answer", status=answer.status,
                                                                     error=answer.error)])
@@ -356,7 +356,7 @@ class Service:
         except TimeoutError:
             report, outcome = partial_report(ticket.outputs), "deadline"
         self.finish_response(ticket, outcome, report)
-        return redact(report.markdown or NO_ANSWER_RESPONSE) or NO_ANSWER_RESPONSE
+        return redact(report.text or NO_ANSWER_RESPONSE) or NO_ANSWER_RESPONSE
 
     def health(self) -> dict:
         plan = self.runs.plan()

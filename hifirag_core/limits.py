@@ -209,6 +209,10 @@ class Budget:
         self.refused = 0  # calls not started because the budget was spent
         self._lock = threading.Lock()
 
+    def spent(self) -> tuple[float, int]:
+        """Dollars and tokens the run has spent: in every process with a ledger, else in this one."""
+        return self._totals()
+
     def _totals(self) -> tuple[float, int]:
         if self.ledger is not None:
             return self.ledger.spent()

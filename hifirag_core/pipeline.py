@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core import stages
 from hifirag_core.backends.base import SourceDoc, TransientError, error_status
+from hifirag_core.blocked import DETECTOR_VERSION
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     AnswerRecord,
+    AnswerSentenceRecord,
     CitationRecord,
     DraftRecord,
     LLMCallRecord,
@@ -74,9 +76,9 @@ IO_RETRY = StageRetry(retries=2, delays_s=(2.0, 10.0))
 class Trail:
     """One question's stage outputs so far, and what later stages derive from them."""
 
-    def __init__(self, question: Question, cfg: PipelineConfig):
+    def __init__(self, question: Question, rt: Runtime | None = None):
         self.question = question
-        self.cfg = cfg
+        self.rt = rt  # None only where no stage will run (a question that failed as a whole)
         self.outputs: dict[str, StageOutput] = {}
         self._sources: list[SourceDoc] | None = None
 
@@ -87,10 +89,13 @@ class Trail:
         return self.outputs.get(stage)
 
     def sources(self) -> list[SourceDoc]:
-        """The numbered sources the writer and the citation check read (built once per question)."""
+        """The numbered sources the writer and the citation check read (built once per question), within
+        the writer's context bound (``hifirag_core.context``)."""
         if self._sources is None:
+            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
             self._sources = stages.build_sources(self.question, self["fetch"], self["sections"],
-                                                 self["section_rank"], self.cfg.generation)
+                                                 self["section_rank"], self.rt.cfg.generation,
+                                                 limit=stages.writer_context(self.rt))
         return self._sources
 
 
@@ -263,14 +268,16 @@ PIPELINE: tuple[StageSpec, ...] = (
         io=True, retry=IO_RETRY, identity=_search_identity, max_age_hours=_live_age("search"),
     ),
     StageSpec(
-        "url_filter", (UrlDecisionRecord,), "2", ("url_filter", "credibility", *_FILTER_MODEL),
+        "url_filter", (UrlDecisionRecord,), "2",
+        ("url_filter", "credibility", "limits.caps", "backends.writer_llm", *_FILTER_MODEL),
         stages.filter_urls, lambda t: {"results": t["search"]},
         "Keep the search results worth reading, judged on title and snippet (prompt A.2).",
         role="filter", io=True, retry=IO_RETRY, fallback=_search_rank,
     ),
     StageSpec(
-        "fetch", (PageRecord,), "1",
-        ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus"),
+        "fetch", (PageRecord,), f"2/{DETECTOR_VERSION}",
+        ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
+         "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm"),
         stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
@@ -281,7 +288,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Parse each fetched page into heading-scoped Markdown sections.",
     ),
     StageSpec(
-        "section_rank", (SectionDecisionRecord,), "2", ("section_rank", "credibility", *_FILTER_MODEL),
+        "section_rank", (SectionDecisionRecord,), "2", ("section_rank", "credibility", "limits.caps", *_FILTER_MODEL),
         stages.rank_sections,
         lambda t: {"decisions": t["url_filter"], "pages": t["fetch"], "sections": t["sections"]},
         "Rank each page's sections from heading + first 200 characters (prompt A.3).",
@@ -300,14 +307,15 @@ PIPELINE: tuple[StageSpec, ...] = (
         identity=_refine_identity,
     ),
     StageSpec(
-        "citations", (CitationRecord,), "1", ("citations", *_FILTER_MODEL),
+        "citations", (CitationRecord, AnswerSentenceRecord), "2", ("citations", *_FILTER_MODEL),
         stages.verify_citations,
-        lambda t: {"answer": stages.final_text(t["draft"], t["refine"])[0], "sources": t.sources()},
-        "Keep only the sources that support the answer (prompt A.5).",
+        # the writer's own text, markers and all: they are a hint the citation check may follow
+        lambda t: {"answer": stages.writer_text(t["draft"], t["refine"])[0], "sources": t.sources()},
+        "Decide each answer sentence's sources and keep those that support the answer (prompt A.5).",
         role="filter", io=True, retry=IO_RETRY,
     ),
     StageSpec(
-        "answer", (AnswerRecord,), "1", (),
+        "answer", (AnswerRecord,), "2", (),
         stages.assemble_answer, lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"]},
         "Put the answer together: the refined text (or the draft), and the URLs its citations kept.",
         fallback=_failed_answer,
@@ -350,12 +358,12 @@ class QuestionResult:
         return next((o for o in self.outputs if o.stage == "answer"), None)
 
 
-def run_question(question: Question, rt: Runtime) -> list[StageOutput]:
-    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries)."""
-    trail = Trail(question, rt.cfg)
+def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
+    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): stage -> output."""
+    trail = Trail(question, rt)
     for stage in PIPELINE:
         trail.outputs[stage.name] = stage.run(question, stage.gather(trail), rt)
-    return list(trail.outputs.values())
+    return trail.outputs
 
 
 def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:

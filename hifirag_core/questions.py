@@ -6,6 +6,7 @@ Every problem in a file is reported at once, each naming its line, before anythi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "docs_faq": ("id", "question", "answer"),
 }
 _MAX_LISTED = 20
+# The data sets' own files. Runs over any other file are named after that file, whatever its format
+# (a fresh test set in MMU format is not the MMU-RAGent validation set).
+CANONICAL_FILES: dict[str, str] = {"mmu_ragent": "t2t_val.jsonl", "docs_faq": "faq_qa.jsonl"}
 
 
 class InputError(ValueError):
@@ -58,6 +62,15 @@ class QuestionSet:
 
     def __len__(self) -> int:
         return len(self.questions)
+
+    @property
+    def slug(self) -> str:
+        """The dataset part of a run id: the format for a data set's own file, else ``custom-<file stem>``."""
+        if self.format in CANONICAL_FILES and self.path.name != CANONICAL_FILES[self.format]:
+            name = f"custom-{self.path.stem}"
+        else:
+            name = self.dataset.replace(":", "-")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", name)
 
 
 def detect_format(first: dict) -> str:

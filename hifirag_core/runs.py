@@ -89,9 +89,8 @@ def _plan_run(path: Path, *, variant: str, overrides: Sequence[str], run_id: str
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
-        slug = questions.dataset.replace(":", "-")
         key = [questions.fingerprint, cfg.fingerprint(), evidence_from]
-        run_id = f"{slug}-{variant}-{stable_hash(key, 8)}"
+        run_id = f"{questions.slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
                    evidence_from=evidence_from)
 
@@ -158,11 +157,14 @@ class RunSummary:
     wall_seconds: float
     stage_computations: int
     cache_hits: int
-    llm_calls_paid: int
+    llm_calls_paid: int  # calls a model answered and billed (see hifirag_core.tally)
     llm_calls_reused: int
     data_root: str
     duckdb_path: str
     notes: list[str] = field(default_factory=list)
+    llm_calls_unbilled: int = 0  # calls that reached no model or got no billed answer
+    unanswered: dict[str, int] = field(default_factory=dict)  # why questions have no answer -> how many
+    backend_errors: dict[str, int] = field(default_factory=dict)  # "openai <model>: failed" -> occurrences
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

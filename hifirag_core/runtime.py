@@ -10,12 +10,14 @@ process across runs, so an evaluation's variants load them once.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hifirag_core.attribution import citation_support
 from hifirag_core.backends import factory
 from hifirag_core.backends.base import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.backends.offline import (
@@ -50,8 +52,9 @@ class RunContext:
     # Rate limits and the budget held on the Prefect server (several processes) rather than in memory.
     shared_limits: bool = False
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """Identifies the run's runtime in a process (every stage task looks it up)."""
         return stable_hash([self.run_id, self.data_root, self.cfg.fingerprint(), self.examples, self.evidence_from,
                             self.reuse, self.shared_limits])
 
@@ -162,7 +165,8 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
 
     filter_model: FilterModel = (
         OfflineFilterModel(embedder, cfg) if cfg.backends.filter_llm == "offline"
-        else factory.build_filter_model(cfg, guards=guards, scorer=similarity)
+        else factory.build_filter_model(cfg, guards=guards, scorer=similarity,
+                                        support=lambda sentences, sources: citation_support(sentences, sources, embedder))
     )
     writer_model: WriterModel = (
         OfflineWriterModel(embedder, cfg) if cfg.backends.writer_llm == "offline"

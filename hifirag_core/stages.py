@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations, strip_markers
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
@@ -39,13 +40,15 @@ from hifirag_core.backends.base import (
     UrlCandidate,
     error_status,
 )
-from hifirag_core.backends.offline import strip_markers
-from hifirag_core.config import GenerationConfig
+from hifirag_core.blocked import detect_blocked
+from hifirag_core.config import GenerationConfig, caps_apply
+from hifirag_core.context import ContextLimit, context_limit
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
     AnswerRecord,
+    AnswerSentenceRecord,
     CitationRecord,
     DraftRecord,
     LLMCallRecord,
@@ -69,6 +72,7 @@ from hifirag_core.reddit import (
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.text import split_sentences, word_count
 
 if TYPE_CHECKING:
@@ -213,12 +217,14 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
     cfg = rt.cfg.url_filter
     cred = rt.cfg.credibility
     texts = [f"{h.title or ''}. {h.snippet or ''}" for h in hits]
+    # the offline default's own cap; a model keeps what it keeps, and with the filter off every result is read
+    max_urls = cfg.max_urls if caps_apply(rt.cfg, "filter" if cfg.enabled else "writer") else len(hits)
     if not cfg.enabled:
-        kept, scores, method, calls = list(range(min(len(hits), cfg.max_urls))), None, "off", []
+        kept, scores, method, calls = list(range(min(len(hits), max_urls))), None, "off", []
         status, error = OK, None
     else:
         candidates = [UrlCandidate(h.url or "", h.title or "", h.snippet or "") for h in hits]
-        decision = rt.filter_model.select_urls(question.query, candidates, max_urls=cfg.max_urls)
+        decision = rt.filter_model.select_urls(question.query, candidates, max_urls=max_urls)
         kept, scores, method, calls = decision.value, decision.scores, decision.method, decision.calls
         status, error = decision.status, decision.error
     sims = _similarities(question.query, texts, scores, rt) if cred.enabled else scores
@@ -227,7 +233,7 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
     if cred.enabled:
         final = np.array([p.final_score for p in priors], dtype=np.float32)
         if scores is not None and cfg.enabled:  # a scoring method: choose again on the weighted scores
-            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=cfg.max_urls)
+            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=max_urls)
         else:  # a model's list: keep its choice, in the order of the weighted similarity
             kept = sorted(kept, key=lambda i: -final[i])
         method = f"{method}+prior"
@@ -253,7 +259,9 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
 
     The fetchers keep their own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
     """
-    chosen = list(enumerate(kept_urls(decisions)[: rt.cfg.fetch.max_pages], 1))
+    capped = caps_apply(rt.cfg, "filter" if rt.cfg.url_filter.enabled else "writer")
+    kept = kept_urls(decisions)
+    chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, 1))
     records: dict[int, PageRecord] = {}
     to_fetch = []
     for order, decision in chosen:
@@ -263,21 +271,25 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         elif rt.page_cache is not None:
             reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
         if reused is not None:
-            records[order] = replace(reused, run_id="", question_id="", order=order, title=decision.title,
-                                     reused_from=source)
+            page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
+            # a page cached before the detector knew its shape is judged now (pinned evidence stays as it was)
+            records[order] = _screened(page, rt.blobs.get(page.content_sha256)) \
+                if source == "page-cache" and page.content_sha256 else page
         else:
             to_fetch.append((order, decision))
 
     def fetch_one(order: int, decision: UrlDecisionRecord) -> PageRecord:
         result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
             rt.fetcher.fetch(decision.url)
-        digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
         page = PageRecord(
             url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
-            http_status=result.http_status, content_type=result.content_type, content_sha256=digest,
+            http_status=result.http_status, content_type=result.content_type,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
         )
+        page = _screened(page, result.body if result.status == "ok" else None)
+        if page.ok and result.body is not None:
+            page.content_sha256 = rt.blobs.put(result.body)
         if rt.page_cache is not None:
             rt.page_cache.put(page)
         return page
@@ -293,6 +305,16 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
     if ordered and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
         raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
     return StageOutput("fetch", ordered)
+
+
+def _screened(page: PageRecord, body: bytes | None) -> PageRecord:
+    """The page as ``blocked``, with no content, when its body stands in for the content; else as is."""
+    if body is None or page.status != OK:
+        return page
+    verdict = detect_blocked(body, url=page.final_url or page.url, kind=page.kind, encoding=_charset(page.content_type))
+    if verdict is None:
+        return page
+    return replace(page, status="blocked", error=verdict.message, block_reason=verdict.code, content_sha256=None)
 
 
 def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
@@ -324,18 +346,19 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         body = rt.blobs.get(page.content_sha256)
         if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
             parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+        elif page.kind == "pdf":
+            parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
         else:
             parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
                                     config=rt.cfg.sectioning)
-        if parsed.status != OK:
-            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
-            continue
         records.extend(
             SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
                           heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
                           n_words=s.n_words)
             for s in parsed.sections
         )
+        if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
+            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
     return StageOutput("sections", records)
 
 
@@ -357,6 +380,8 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
             by_url.setdefault(sec.url, []).append(sec)
     work = [(page, by_url[page.url]) for page in pages.records
             if isinstance(page, PageRecord) and by_url.get(page.url)]
+    capped = caps_apply(rt.cfg, "filter")  # the offline default's own caps; a model keeps what it keeps
+    per_page = cfg.max_sections_per_page if capped else None
 
     def judge(page: PageRecord, secs: list[SectionRecord]) -> tuple[list[SectionPreview], Decision[list[int]]]:
         previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
@@ -365,7 +390,7 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
         hit = snippets.get(page.url)
         overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
         return previews, rt.filter_model.rank_sections(question.query, overview, previews,
-                                                       max_sections=cfg.max_sections_per_page)
+                                                       max_sections=per_page or len(previews))
 
     # Each call carries this context (the question's deadline) into its worker thread.
     with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
@@ -389,7 +414,7 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
                                   final_score=priors[i].final_score if cred.enabled else None)
             for i, (s, p) in enumerate(zip(secs, previews, strict=True))
         )
-    _cap_total(records, cfg.max_sections_total if cfg.enabled else None)
+    _cap_total(records, cfg.max_sections_total if cfg.enabled and capped else None)
     bad = [d.status for _, d in judged if d.status != OK]
     status = bad[0] if judged and len(bad) == len(judged) else OK
     return StageOutput("section_rank", list(records), _stamp(calls, "section_rank"), status=status)
@@ -411,13 +436,15 @@ def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
 
 
 def build_sources(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,
-                  cfg: GenerationConfig) -> list[SourceDoc]:
+                  cfg: GenerationConfig, limit: ContextLimit | None = None) -> list[SourceDoc]:
     """Number the pages that kept sections [1..n], each with its kept sections, best first.
 
-    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question
-    (in their original order); then every section is trimmed alike to fit ``max_context_chars``.
+    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question (in
+    their original order). Then the content is bounded by ``limit`` (default: the offline cap,
+    ``max_context_chars``, every section trimmed alike); a model's bound keeps the best-ranked sections
+    whole, rank by rank across the pages, and cuts the one that overflows at a sentence's end.
     """
-    max_chars = cfg.max_context_chars
+    limit = limit or ContextLimit(cfg.max_context_chars, True, "generation.max_context_chars")
     text_of = {s.section_id: s for s in sections.records if isinstance(s, SectionRecord) and s.ok}
     kept_by_url: dict[str, list[SectionDecisionRecord]] = {}
     for d in ranking.records:
@@ -428,19 +455,51 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
     texts = {sid: sec.text or "" for sid, sec in text_of.items()}
     if cfg.sentence_select == "bm25":
         texts = {sid: select_sentences(question.query, text, cfg.sentences_per_section) for sid, text in texts.items()}
-    total = sum(len(texts[d.section_id]) for ds in kept_by_url.values() for d in ds)
-    share = min(1.0, max_chars / total) if total else 1.0  # trim every section alike to fit the context
+    by_page = {p.url: sorted(kept_by_url[p.url], key=lambda d: d.rank or 0) for p in ordered}
+    if limit.proportional:
+        total = sum(len(texts[d.section_id]) for ds in by_page.values() for d in ds)
+        share = min(1.0, limit.chars / total) if total else 1.0  # trim every section alike to fit the context
+        sent = {d.section_id: texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))]
+                for ds in by_page.values() for d in ds}
+    else:
+        sent = _fill_context([(p.order, by_page[p.url]) for p in ordered], texts, limit.chars)
     sources = []
-    for n, page in enumerate(ordered, 1):
-        decisions = sorted(kept_by_url[page.url], key=lambda d: d.rank or 0)
-        secs = tuple(
-            SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path),
-                          texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))], d.score)
-            for d in decisions
-        )
-        preview = decisions[0].preview if decisions else ""
-        sources.append(SourceDoc(n, page.url, page.title or "", preview, secs))
+    for page in ordered:
+        decisions = [d for d in by_page[page.url] if d.section_id in sent]
+        if not decisions:
+            continue
+        secs = tuple(SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path), sent[d.section_id],
+                                   d.score) for d in decisions)
+        sources.append(SourceDoc(len(sources) + 1, page.url, page.title or "", decisions[0].preview, secs))
     return sources
+
+
+def writer_context(rt: Runtime) -> ContextLimit:
+    """The bound on the writer's web content in this run, now (``hifirag_core.context``)."""
+    return context_limit(rt.cfg, rt.guards.budget if rt.guards is not None else None)
+
+
+def _fill_context(pages: list[tuple[int, list[SectionDecisionRecord]]], texts: dict[str, str],
+                  max_chars: int) -> dict[str, str]:
+    """Section id -> text sent: every page's best section first, then every page's second, ... until
+    ``max_chars``; the section that overflows is cut after its last whole sentence that fits."""
+    queue = sorted(((rank, order, d.section_id) for order, ds in pages for rank, d in enumerate(ds)))
+    sent: dict[str, str] = {}
+    left = max_chars
+    for _, _, sid in queue:
+        text = texts[sid]
+        if len(text) <= left:
+            sent[sid], left = text, left - len(text)
+            continue
+        cut = ""
+        for sentence in split_sentences(text):
+            if len(cut) + len(sentence) + 1 > left:
+                break
+            cut = f"{cut} {sentence}".strip()
+        if cut:
+            sent[sid] = cut
+        break
+    return sent
 
 
 def select_sentences(question: str, text: str, k: int) -> str:
@@ -498,28 +557,55 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
                        status=decision.status, error=decision.error)
 
 
-def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
-    """The answer's text and the pass it came from: the refine pass if it produced one."""
+def writer_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The writer's text as it wrote it (with any ``[n]`` markers) and the pass it came from: the
+    refine pass if it produced one."""
     for out in (refined, draft):
         rec = out.records[0] if out.records else None
         if isinstance(rec, DraftRecord) and rec.ok and rec.text:
-            return strip_markers(rec.text).strip(), out.stage
+            return rec.text, out.stage
     return None, None
+
+
+def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The answer's text as the user reads it (markers removed) and the pass it came from."""
+    text, stage = writer_text(draft, refined)
+    return (strip_markers(text).strip(), stage) if text else (None, None)
 
 
 @timed
 def verify_citations(question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
-    if not rt.cfg.citations.enabled:
-        return StageOutput("citations", [], status="skipped")
+    """Each sentence of the answer with the source that backs it (A.5), and each source cited or not.
+
+    ``answer`` is the writer's text with its ``[n]`` markers, which the check may follow. With the check
+    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer+marker``).
+    """
     if not answer or not sources:
         return StageOutput("citations", [], status="skipped")
-    decision = rt.filter_model.verify_citations(question.query, answer, sources)
-    cited = set(decision.value)
+    numbers = [s.index for s in sources]
+    if rt.cfg.citations.enabled:
+        decision = rt.filter_model.verify_citations(question.query, answer, sources)
+    else:
+        decision = Decision(attribute_sentences(marked_sentences(answer), numbers, None, allowed=numbers,
+                                                min_support=None, method="writer", cite_unmarked=False),
+                            method="writer-markers")
+    url = {s.index: s.url for s in sources}
+    citing: dict[int, list[int]] = {}
+    for sentence in decision.value:
+        for n in sentence.sources:
+            citing.setdefault(n, []).append(sentence.index)
     records: list[Record] = [
-        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in cited,
-                       support=decision.scores[j] if decision.scores else None, method=decision.method,
+        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in citing,
+                       support=decision.scores[j] if decision.scores else None,
+                       supported_sentences=citing.get(s.index, []), method=decision.method,
                        status=decision.status, error=decision.error)
         for j, s in enumerate(sources)
+    ]
+    records += [
+        AnswerSentenceRecord(sentence_index=c.index, sentence=c.text, source_indices=list(c.sources),
+                             urls=[url[n] for n in c.sources], support=c.support, marked=list(c.marked),
+                             method=c.method, status=decision.status, error=decision.error)
+        for c in decision.value
     ]
     return StageOutput("citations", records, _stamp(decision.calls, "citations"), status=decision.status,
                        error=decision.error)
@@ -529,10 +615,14 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
                     rt: Runtime) -> StageOutput:
     text, from_stage = final_text(draft, refined)
-    cited = [c.url for c in citations.records if isinstance(c, CitationRecord) and c.cited]
+    sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
+                       key=lambda r: r.sentence_index)
     if text:
-        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, from_stage=from_stage)
+        cited_text, cited = render_citations(text, [(r.sentence, r.urls) for r in sentences])
+        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, cited_text=cited_text,
+                              from_stage=from_stage)
     else:
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
         record = AnswerRecord(status="no_answer", error=why)
     return StageOutput("answer", [record], status=record.status, error=record.error)
+

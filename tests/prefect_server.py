@@ -20,14 +20,17 @@ import httpx
 
 
 @contextlib.contextmanager
-def prefect_server(home: Path, timeout_s: float = 180) -> Iterator[str]:
-    """Start ``prefect server start`` with its database under ``home``; yields the API URL; stops it by pid."""
+def prefect_server(home: Path, timeout_s: float = 180, database_url: str | None = None) -> Iterator[str]:
+    """Start ``prefect server start`` (its SQLite database under ``home``, or ``database_url``); yields the
+    API URL; stops it by pid."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_SERVER_UI_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)

@@ -153,9 +153,14 @@ def test_run_streams_the_plan_the_urls_and_sections_kept_then_the_answer_and_its
     assert stream.lines[0][0] < stream.lines[-1][0]
     # the question and its stage rows are in the day's service run
     w = Warehouse(root)
-    answer = w.query("SELECT text, cited_urls FROM answers WHERE run_id = ? AND question_id = ?",
-                     [stream.run_id, stream.question_id]).rows
-    assert answer == [(last["final_report"], last["citations"])]
+    (cited_text, cited_urls), = w.query("SELECT cited_text, cited_urls FROM answers WHERE run_id = ? AND question_id = ?",
+                                       [stream.run_id, stream.question_id]).rows
+    # the report is the answer with its per-sentence [k] markers, [k] being citations[k - 1]
+    assert last["final_report"].startswith(cited_text.strip()) and "[1]" in cited_text
+    assert last["citations"] == cited_urls and f"1. <{cited_urls[0]}>" in last["final_report"]
+    (sentence_urls,), = w.query("SELECT list_distinct(flatten(list(urls))) FROM answer_sentences "
+                                "WHERE run_id = ? AND question_id = ?", [stream.run_id, stream.question_id]).rows
+    assert sorted(sentence_urls) == sorted(cited_urls)
     served = _wait_for(lambda: _served(root, stream.question_id))
     assert served["endpoint"] == "/run" and served["outcome"] == "complete" and served["report"] == "answered"
     assert served["events"] == len(stream.messages) and served["first_event_s"] < served["seconds"]

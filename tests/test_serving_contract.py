@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from hifirag_core.attribution import render_citations
 from hifirag_core.records import (
     AnswerRecord,
     CitationRecord,
@@ -157,9 +158,18 @@ def test_an_error_that_ends_the_stream_follows_the_contract():
 # --- reports from the answers row ----------------------------------------------------------------------
 
 
-def test_a_report_is_the_answer_text_and_its_cited_urls():
-    report = render_report(AnswerRecord(text="  Use --max-rate.  ", cited_urls=[URL, URL, "https://b"]))
-    assert (report.markdown, report.citations, report.kind) == ("Use --max-rate.", [URL, "https://b"], ANSWERED)
+def test_a_report_is_the_cited_text_with_its_numbered_sources_in_the_citations_order():
+    text = "Use --max-rate. It caps the rate. Restart after."
+    sentences = [(s, urls) for s, urls in [("Use --max-rate.", [URL]), ("It caps the rate.", ["https://b", URL]),
+                                           ("Restart after.", [])]]
+    cited_text, cited = render_citations(text, sentences)  # as the answer stage builds its row
+    report = render_report(AnswerRecord(text=f"  {text} ", cited_urls=cited, cited_text=cited_text))
+    assert report.citations == [URL, "https://b"] and report.kind == ANSWERED
+    assert report.markdown == (f"Use --max-rate. [1] It caps the rate. [2][1] Restart after.\n\n**Sources**\n\n"
+                               f"1. <{URL}>\n2. <https://b>")
+    assert report.text == text  # /evaluate: no markers, as the static evaluation scores it
+    uncited = render_report(AnswerRecord(text="Plain.", cited_urls=[], cited_text="Plain."))
+    assert (uncited.markdown, uncited.citations, uncited.text) == ("Plain.", [], "Plain.")
     assert render_report(AnswerRecord(status="no_answer", error="TransientError: key=abc")).markdown is None
     assert render_report(None).markdown is None
 
@@ -175,7 +185,7 @@ class _AbstainingAnswer(AnswerRecord):
 def test_an_abstaining_answer_keeps_its_text_with_see_also_and_cites_nothing():
     text = f"The sources found do not answer this question.\n\nSee also:\n- Syncing folders: {URL}"
     report = render_report(_AbstainingAnswer(text=text, cited_urls=[], see_also_urls=[URL]))
-    assert report.markdown == text and report.citations == [] and report.kind == ABSTAINED
+    assert report.markdown == report.text == text and report.citations == [] and report.kind == ABSTAINED
 
 
 def test_a_partial_report_is_the_answer_else_the_last_pass_with_the_drafts_sources():

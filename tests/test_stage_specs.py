@@ -51,7 +51,7 @@ def undeclared_reads(data_root, variant: str, questions: list[Question], example
             model.cfg = recorder
     extra: dict[str, set[str]] = {}
     for question in questions:
-        trail = Trail(question, cfg)
+        trail = Trail(question, rt)
         for stage in pipeline:
             params = stage.gather(trail)  # gathered inputs are fingerprinted whole: their reads key the stage
             reads.clear()

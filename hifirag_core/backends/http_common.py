@@ -103,6 +103,13 @@ def estimate_cost(price: ModelPrice | None, tokens_in: int | None, tokens_out: i
     return round((tokens_in * rate_in + billed_out * rate_out) / 1_000_000, 8)
 
 
+def reply_settings(max_tokens: int | None, temperature: float | None, *extra: str) -> str:
+    """The settings that change what a model replies, for stage cache identities ("" when all default)."""
+    parts = [*extra, *([f"max_tokens={max_tokens}"] if max_tokens is not None else []),
+             *([f"temperature={temperature}"] if temperature is not None else [])]
+    return "|".join(parts)
+
+
 def new_call_record(*, role: str, backend: str, model: str, stage: str, prompt_name: str,
                     prompt_hash: str) -> LLMCallRecord:
     """An ``llm_calls`` row for a call about to start; the caller fills question_id."""

@@ -1,9 +1,14 @@
 """What a served question shows: a Markdown step per finished stage, and the report from its answers row.
 
 ``render_report`` is the one place an answer becomes what a client reads, for ``/run`` and
-``/evaluate`` alike: the text the answer stage wrote and the URLs it cited. An answer that
-abstains (the sources found do not answer the question) carries its own text, which names the
-closest sources under "See also", and cites nothing; a question without an answer has no report.
+``/evaluate`` alike, from the answers row the citation stage's per-sentence records built: the
+report is the text with ``[k]`` after each cited sentence and the numbered sources under it, and
+its ``citations`` are the same URLs in the same order (the organisers' front end numbers
+``citations`` from 1, so ``[k]`` in the report is ``citations[k - 1]``). ``/evaluate`` answers with
+the plain text, as ``export-mmu`` does, because the static evaluation scores it against references
+without citations. Whatever else the answer stage writes into the row is shown as written: an
+answer that abstains (the sources found do not answer) names the closest sources under "See also"
+in its own text and cites nothing. A question without an answer has no report.
 Steps name counts, titles and URLs, and never an error message (an adapter's error can hold a URL
 with a key in it): a failed stage shows its status word only.
 """
@@ -39,18 +44,25 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
 class Report:
     """The answer as a client gets it."""
 
-    markdown: str | None
+    markdown: str | None  # /run's final_report
     citations: list[str] = field(default_factory=list)
     kind: str = NO_REPORT
+    text: str | None = None  # the answer without markers or sources (/evaluate's generated_response)
 
 
 def render_report(answer: AnswerRecord | None) -> Report:
     """The report of a question from its answers row (whatever the answer stage wrote)."""
     if answer is None or not answer.ok or not (answer.text or "").strip():
         return Report(None)
+    text = answer.text.strip()
+    # issue 14's field; getattr until it is on every branch that renders
     if getattr(answer, "abstained", False):  # its text lists the closest sources; it cites none
-        return Report(answer.text.strip(), [], ABSTAINED)
-    return Report(answer.text.strip(), list(dict.fromkeys(answer.cited_urls)), ANSWERED)
+        return Report(text, [], ABSTAINED, text)
+    urls = list(answer.cited_urls)
+    if not urls or not (answer.cited_text or "").strip():
+        return Report(text, [], ANSWERED, text)
+    sources = "\n".join(f"{k}. <{_safe_url(url)}>" for k, url in enumerate(urls, 1))
+    return Report(f"{answer.cited_text.strip()}\n\n**Sources**\n\n{sources}", urls, ANSWERED, text)
 
 
 def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
@@ -70,7 +82,7 @@ def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
     if not text:
         return Report(None)
     sources = next((r.source_urls for r in draft.records if isinstance(r, DraftRecord)), [])
-    return Report(text, list(sources), DRAFT)
+    return Report(text, list(sources), DRAFT, text)
 
 
 def answer_pieces(text: str, limit: int = 24) -> list[str]:
@@ -104,8 +116,13 @@ def md(text: str | None) -> str:
     return _MD_SPECIAL.sub(r"\\\1", normalize_ws(text or ""))
 
 
+def _safe_url(url: str) -> str:
+    """A URL that stays one link inside ``<...>``."""
+    return url.replace(">", "%3E").replace(" ", "%20")
+
+
 def _link(title: str | None, url: str) -> str:
-    return f"[{md(title) or md(url)}](<{url.replace('>', '%3E').replace(' ', '%20')}>)"
+    return f"[{md(title) or md(url)}](<{_safe_url(url)}>)"
 
 
 def _failed(name: str, output: StageOutput) -> str | None:
