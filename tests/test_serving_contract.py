@@ -208,6 +208,9 @@ def test_answer_pieces_are_growing_prefixes_ending_at_sentences():
     many = answer_pieces(" ".join(f"Sentence {i}." for i in range(100)), limit=10)
     assert len(many) <= 11 and many[-1].endswith("Sentence 99.")
     assert answer_pieces("One sentence only.") == ["One sentence only."]
+    numbered = "1. Register the model. [1]\n2. Reorder the fields. [2]"
+    assert answer_pieces(numbered) == ["1. Register the model.", "1. Register the model. [1]\n2. Reorder the fields.",
+                                       numbered]  # a list number is not a sentence end
 
 
 # --- steps ---------------------------------------------------------------------------------------------

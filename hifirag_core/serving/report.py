@@ -38,6 +38,7 @@ from hifirag_core.text import normalize_ws, word_count
 ANSWERED, ABSTAINED, DRAFT, NO_REPORT = "answered", "abstained", "draft", "none"
 _LISTED = 8  # URLs or sections listed in one step; the rest are counted
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
+_LIST_NUMBER = re.compile(r"\s*\d+[.)]")  # "1." opening a list item ends no sentence
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def answer_pieces(text: str, limit: int = 24) -> list[str]:
     Each piece is ``text[:k]``, so a client that shows the latest message never sees the text change
     its beginning; the last piece is the whole text. At most ``limit`` pieces (sentences are grouped).
     """
-    ends = [m.end() for m in re.finditer(r"[.!?:][\"'”’)\]]*(?=\s)|\n\n", text)]
+    ends = [m.end() for m in re.finditer(r"[.!?:][\"'”’)\]]*(?=\s)|\n\n", text)
+            if not _LIST_NUMBER.fullmatch(text[text.rfind("\n", 0, m.end()) + 1 : m.end()])]
     ends = sorted({e for e in ends if 0 < e < len(text)} | {len(text)})
     if len(ends) > limit:
         step = len(ends) / limit
