@@ -513,7 +513,8 @@ def evaluate_remote(
         nonlocal done
         done += 1
         state = "answered" if answer.status == "ok" else answer.status
-        err.print(f"[{done}] {answer.question_id}: {state} in {answer.seconds:.1f}s", highlight=False, markup=False)
+        err.print(f"[{done}] {answer.question_id}: {state} in {answer.seconds:.1f}s", highlight=False, markup=False,
+                  soft_wrap=True)
 
     try:
         result = evaluate_service(url, dataset, cfg=build_evaluation_config(settings), root=root, endpoint=endpoint,
