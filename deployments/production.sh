@@ -16,6 +16,8 @@
 # (mode 600) and only ever passed in the server's environment. Settings (environment):
 #   HIFIRAG_PG_PORT (5433)  PREFECT_PORT (4200)  DASK_PORT (8786)  DASK_WORKERS (2)  DASK_THREADS (2)
 #   HIFIRAG_DATA_ROOT (warehouse/data): every worker and Dask worker must reach it at this same path.
+#   SERVICE_HOST (127.0.0.1)  SERVICE_PORT (5010)  SERVICE_PROFILE (offline)  SERVICE_CONCURRENCY (4)
+#   (the service reads the keys its profile needs from this script's environment)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,6 +29,10 @@ DASK_PORT="${DASK_PORT:-8786}"
 DASK_WORKERS="${DASK_WORKERS:-2}"
 DASK_THREADS="${DASK_THREADS:-2}"
 DATA_ROOT="${HIFIRAG_DATA_ROOT:-$ROOT/warehouse/data}"
+SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
+SERVICE_PORT="${SERVICE_PORT:-5010}"
+SERVICE_PROFILE="${SERVICE_PROFILE:-offline}"
+SERVICE_CONCURRENCY="${SERVICE_CONCURRENCY:-4}"
 API_URL="http://127.0.0.1:$PREFECT_PORT/api"
 CLUSTER=hifirag
 
@@ -117,7 +123,13 @@ start() {
     > "$STATE/deploy.log" 2>&1 || { say "deploy failed; see .prod/deploy.log"; exit 1; }
   say "deployments applied ($(grep -o "Deployment '[^']*' successfully" "$STATE/deploy.log" | wc -l) of them)"
   (cd "$ROOT" && launch prefect-worker "$BIN/prefect" worker start --pool hifirag)
-  say "UI: http://127.0.0.1:$PREFECT_PORT  API: $API_URL  Dask: tcp://127.0.0.1:$DASK_PORT"
+  # The MMU-RAGent API: its questions join the day's service run in the same warehouse, and its
+  # stages share the flows' stage cache (PREFECT_RESULTS_LOCAL_STORAGE_PATH above).
+  (cd "$ROOT" && launch hifirag-service "$BIN/hifirag" serve --host "$SERVICE_HOST" --port "$SERVICE_PORT" \
+    --profile "$SERVICE_PROFILE" --concurrency "$SERVICE_CONCURRENCY")
+  wait_for "the MMU-RAGent API (http://$SERVICE_HOST:$SERVICE_PORT)" \
+    "$BIN/python -c \"import httpx, sys; sys.exit(httpx.get('http://$SERVICE_HOST:$SERVICE_PORT/health').status_code != 200)\"" 300
+  say "UI: http://127.0.0.1:$PREFECT_PORT  API: $API_URL  Dask: tcp://127.0.0.1:$DASK_PORT  MMU-RAGent API: http://$SERVICE_HOST:$SERVICE_PORT"
 }
 
 stop_one() {  # name, seconds to wait after SIGTERM before SIGKILL
@@ -133,7 +145,10 @@ stop_one() {  # name, seconds to wait after SIGTERM before SIGKILL
 }
 
 stop() {
-  # The worker first: it ignored its first SIGTERM for over 30 s once (FACTS.md), and it must not
+  # The service first: it stops taking questions, and those in flight (at most its deadline, 570 s)
+  # finish and are recorded while the Prefect server is still there.
+  stop_one hifirag-service 630
+  # Then the worker: it ignored its first SIGTERM for over 30 s once (FACTS.md), and it must not
   # pick up new flow runs while the server goes away.
   stop_one prefect-worker 20
   stop_one dask-workers 20
@@ -147,7 +162,7 @@ stop() {
 }
 
 status() {
-  for name in prefect-server dask-scheduler dask-workers prefect-worker; do
+  for name in prefect-server dask-scheduler dask-workers prefect-worker hifirag-service; do
     if running "$name"; then say "$name: running (pid $(cat "$STATE/$name.pid"))"; else say "$name: stopped"; fi
   done
   pg_lsclusters -h 2>/dev/null | awk -v c="$CLUSTER" '$2 == c {print "[production] postgresql " $1 "/" $2 ": " $4 " on port " $3}'

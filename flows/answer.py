@@ -13,6 +13,7 @@ all of its stage rows (and the LLM calls behind them) through the warehouse's on
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from prefect import flow, get_run_logger, task
@@ -44,6 +45,9 @@ from hifirag_core.warehouse import Warehouse
 from tasks.limits import prefect_ledger
 from tasks.stages import STAGE_TASKS, resolve
 
+# Called in the question's thread as each stage finishes (the service streams the steps from it).
+StageObserver = Callable[[StageOutput, StageRunRecord], None]
+
 
 class _StageRunner:
     """Runs one question's stage tasks in pipeline order.
@@ -52,13 +56,14 @@ class _StageRunner:
     evidence), else from its task; failures and a passed deadline leave the stage's fallback rows.
     """
 
-    def __init__(self, question: Question, ctx: RunContext, rt: Runtime):
+    def __init__(self, question: Question, ctx: RunContext, rt: Runtime, observer: StageObserver | None = None):
         self.question = question
         self.ctx = ctx
         self.rt = rt
         self.started = time.monotonic()
         self.trail = Trail(question, rt)
         self.result = QuestionResult(question)
+        self.observer = observer
 
     def __call__(self, stage: StageSpec) -> StageOutput:
         began = time.monotonic()
@@ -85,6 +90,8 @@ class _StageRunner:
             seconds=elapsed_since(began), cache_key=key, n_rows=len(output.records),
             compute_seconds=output.compute_seconds,
         ))
+        if self.observer is not None:
+            self.observer(output, self.result.ledger[-1])
         return output
 
     def _task(self, stage: StageSpec):
@@ -100,9 +107,12 @@ class _StageRunner:
 
 @task(name="answer_question", task_run_name="question-{question.id}", cache_policy=NO_CACHE,
       persist_result=False)
-def answer_question(question: Question, ctx: RunContext) -> QuestionResult:
-    """One question through the whole pipeline; each stage is its own cached, retried task."""
-    run = _StageRunner(question, ctx, resolve(ctx))
+def answer_question(question: Question, ctx: RunContext, observer: StageObserver | None = None) -> QuestionResult:
+    """One question through the whole pipeline; each stage is its own cached, retried task.
+
+    ``observer`` (threads only: it does not cross processes) sees each stage's output as it finishes.
+    """
+    run = _StageRunner(question, ctx, resolve(ctx), observer)
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
     # results only when the whole question ends: a crash mid-question would lose every finished stage.
     with question_deadline(ctx.cfg.limits.deadline_s, start=run.started), transaction(commit_mode=CommitMode.EAGER):

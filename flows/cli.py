@@ -412,6 +412,133 @@ def export_mmu(
         console.print("Every question has an answer.")
 
 
+# --- serving -----------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 5010,
+    profile: Annotated[str, typer.Option(help="Backends: offline (local corpus, offline models), gemini (Gemini, "
+                                         "Google search, direct crawling) or openai (an OpenAI-compatible server).")] = "offline",
+    concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
+                                                    "\\[default: limits.concurrency, 4].")] = None,
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")] = None,
+    deadline: Annotated[float, typer.Option(help="Seconds a request may take before it gets what exists "
+                                            "(at most 600, the competition's limit).")] = 570.0,
+    heartbeat: Annotated[float, typer.Option(help="Seconds of silence after which a stream repeats its last message.")] = 15.0,
+    max_body: Annotated[int, typer.Option(help="Largest request body accepted, in bytes (larger: 413).")] = 65536,
+    data_root: DataRoot = None,
+) -> None:
+    """Serve the pipeline with the MMU-RAGent API: GET /health, POST /evaluate and a streaming POST /run.
+
+    /run streams "data: {json}" messages: the query plan, the URLs kept, the sections kept, then the
+    answer, then a last message with complete true, the report and its citations. Every request joins
+    the day's service run in the warehouse (stage cache included: a repeated question computes nothing).
+    Stops on Ctrl-C or SIGTERM after the questions in flight are answered and recorded.
+
+    [bold]Example[/bold]: hifirag serve --port 5010 --profile offline --concurrency 4
+    """
+    root = _setup(data_root)
+    from pydantic import ValidationError
+
+    from hifirag_core.serving.settings import ServiceSettings
+
+    try:
+        settings = ServiceSettings(data_root=root, profile=profile, variant=variant, overrides=tuple(set_ or ()),
+                                   concurrency=concurrency, deadline_s=deadline, heartbeat_s=heartbeat,
+                                   max_body_bytes=max_body)
+    except ValidationError as exc:
+        _fail(ConfigError("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())))
+    from flows.service import Service
+    from flows.service import serve as run_service
+
+    try:
+        service = Service(settings)
+    except EXPECTED as exc:
+        _fail(exc)
+    run_service(service, host, port)
+
+
+@app.command("evaluate-remote")
+def evaluate_remote(
+    url: Annotated[str, typer.Argument(help="Base URL of a service speaking the MMU-RAGent contract.")],
+    dataset: Annotated[str, typer.Option(help="mmu (first 100 by default), faq-a, faq-b or a JSONL path.")] = "mmu",
+    endpoint: Annotated[str, typer.Option(help="evaluate (the static endpoint) or run (the stream, checked "
+                                          "against the contract).")] = "evaluate",
+    label: Annotated[str | None, typer.Option(help="Name of the service in the evaluation "
+                                              "\\[default: remote-<host>-<port>].")] = None,
+    parallel: Annotated[int, typer.Option(help="Questions in flight at once (a full service's 503 is retried "
+                                          "after its Retry-After).")] = 4,
+    timeout: Annotated[float, typer.Option(help="Seconds one question may take (the competition's limit: 600).")] = 600.0,
+    limit: Annotated[int | None, typer.Option(help="Only the first N questions \\[default: 100 for mmu].")] = None,
+    sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Comma-separated question ids.")] = None,
+    fields: Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write result.jsonl "
+                                             "\\[default: <data root>/reports/remote/<run id>/result.jsonl].")] = None,
+    eval_set: Annotated[list[str] | None, typer.Option("--eval-set", help="Evaluation setting key=value (repeatable).")] = None,
+    deberta_path: Annotated[Path | None, typer.Option(envvar="HIFIRAG_DEBERTA_PATH", help="Local folder of "
+                                                      "microsoft/deberta-xlarge-mnli (else MiniLM BERTScore).")] = None,
+    baseline: Annotated[str | None, typer.Option(help="Evaluation id to compare with \\[default: the last passing "
+                                                 "evaluation of this label on the same questions].")] = None,
+    accept: Annotated[bool, typer.Option("--accept", help="Record a regression as accepted.")] = False,
+    data_root: DataRoot = None,
+) -> None:
+    """Evaluate any service that speaks the MMU-RAGent contract (this one, or another team's) on our questions.
+
+    Sends each question to POST /evaluate (or streams POST /run), writes result.jsonl in the organisers'
+    static format ({"query_id", "generated_response"} per line), stores the answers as a run and scores
+    them with the same metrics, intervals and regression gate as `hifirag eval`. Exits 1 when a gated
+    metric regressed against the last evaluation of the same label, 2 on bad input or an unreachable service.
+
+    [bold]Example[/bold]: hifirag evaluate-remote http://127.0.0.1:5010 --dataset mmu --limit 20
+    """
+    if endpoint not in ("evaluate", "run"):
+        _fail(ValueError(f"--endpoint {endpoint!r}: choose evaluate or run"))
+    root = _setup(data_root)
+    from hifirag_core.evaluation.config import build_evaluation_config
+    from hifirag_core.evaluation.remote import RemoteError
+    from hifirag_core.evaluation.remote import evaluate_remote as evaluate_service
+
+    try:
+        field_map = dict(pair.split("=", 1) for pair in fields.split(",")) if fields else None
+    except ValueError:
+        _fail(ValueError(f"--fields {fields!r}: expected name=field pairs separated by commas"))
+    settings = list(eval_set or []) + ([f"deberta_path={deberta_path}"] if deberta_path else [])
+    done = 0
+
+    def progress(answer) -> None:
+        nonlocal done
+        done += 1
+        state = "answered" if answer.status == "ok" else answer.status
+        err.print(f"[{done}] {answer.question_id}: {state} in {answer.seconds:.1f}s", highlight=False, markup=False,
+                  soft_wrap=True)
+
+    try:
+        result = evaluate_service(url, dataset, cfg=build_evaluation_config(settings), root=root, endpoint=endpoint,
+                                  label=label, parallel=parallel, timeout_s=timeout, limit=limit, sample=sample,
+                                  ids=[i.strip() for i in ids.split(",") if i.strip()] if ids else None,
+                                  fields=field_map, out=out, baseline=baseline, accept=accept, progress=progress)
+    except (*EXPECTED, RemoteError) as exc:
+        _fail(exc)
+    from rich.markdown import Markdown
+
+    console.print(Markdown(result["markdown"]))
+    console.print(f"\nresult.jsonl: [bold]{result['result_path']}[/bold]\nReport: {result['html_path']}\n"
+                  f"Answers: run {result['run_id']} (hifirag sql \"SELECT * FROM answers WHERE run_id = "
+                  f"'{result['run_id']}'\")", highlight=False)
+    for qid, why in result["not_answered"].items():
+        console.print(f"  not answered {qid}: {why}", highlight=False, markup=False)
+    for qid, problems in list(result["contract_problems"].items())[:10]:
+        console.print(f"  contract {qid}: {'; '.join(problems[:3])}", highlight=False, markup=False)
+    if result["regressed"]:
+        err.print(f"[red]REGRESSED:[/red] {', '.join(m for ms in result['regressed'].values() for m in ms)}",
+                  highlight=False)
+        raise typer.Exit(1)
+
+
 # --- warehouse ---------------------------------------------------------------------------------
 
 

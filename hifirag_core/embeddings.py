@@ -78,6 +78,11 @@ class Embedder:
         self._count_lock = threading.Lock()
         self.encoded = 0  # texts that missed the cache and went through the model
 
+    def load(self) -> None:
+        """Import and load the model now rather than on the first cache miss (a service warms up before
+        it listens); the cache and the ``encoded`` count are left alone."""
+        encoder(self.model_path).embed(["warm-up"], self.batch_size)
+
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()[:32]
 

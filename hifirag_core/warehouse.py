@@ -219,6 +219,7 @@ class Warehouse:
         """CREATE VIEW statements: one per stage table, then the SQL files in warehouse/views."""
         import hifirag_core.credibility.records  # noqa: F401  (registers the experiment's tables)
         import hifirag_core.evaluation.records  # noqa: F401  (registers the evaluation's tables)
+        import hifirag_core.serving.records  # noqa: F401  (registers served_requests)
 
         template = (VIEWS_DIR / "00_tables.sql").read_text()
         statements = []
