@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -78,8 +79,12 @@ def local_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[str]:
 
     threads = choice.dask_threads or max(1, math.ceil(concurrency / choice.dask_workers))
     # Dask sets OMP_NUM_THREADS=1 in its workers before they start: one torch thread per worker thread.
+    # Each worker would count every core of the machine and load a MiniLM replica per core; the
+    # workers share the cores, so each gets its share (an explicit HIFIRAG_ENCODERS wins).
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    env = {"HIFIRAG_ENCODERS": os.environ.get("HIFIRAG_ENCODERS") or str(max(1, cores // choice.dask_workers))}
     with LocalCluster(n_workers=choice.dask_workers, threads_per_worker=threads, processes=True,
-                      dashboard_address=None, silence_logs=logging.WARNING) as cluster:
+                      dashboard_address=None, silence_logs=logging.WARNING, env=env) as cluster:
         yield cluster.scheduler_address
 
 

@@ -107,3 +107,16 @@ def test_two_runs_writing_to_one_warehouse_at_once_lose_and_duplicate_nothing(
         assert len(ledger(together, run_id)) == 30
         for table in (*STAGE_TABLES, "questions"):
             assert content(together, run_id, table) == content(alone, run_id, table), (run_id, table)
+
+
+def test_local_cluster_workers_share_the_cores_between_their_model_replicas(monkeypatch):
+    from distributed import Client
+
+    from flows.runners import RunnerChoice, local_cluster
+
+    monkeypatch.delenv("HIFIRAG_ENCODERS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    with local_cluster(RunnerChoice(kind="dask", dask_workers=2), concurrency=4) as address, Client(address) as client:
+        # a function of the worker (os.environ.get would carry this process's environment along)
+        seen = client.run(lambda: os.environ.get("HIFIRAG_ENCODERS"))
+    assert len(seen) == 2 and set(seen.values()) == {str(max(1, cores // 2))}
