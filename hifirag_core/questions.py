@@ -5,18 +5,22 @@ Every problem in a file is reported at once, each naming its line, before anythi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hifirag_core.corpus.sources import shared_data_dir
 from hifirag_core.hashing import stable_hash
+from hifirag_core.jsonl import NotUtf8Error, read_jsonl
 
 # format name -> (id field, query field, reference field)
 FORMATS: dict[str, tuple[str, str, str]] = {
     "mmu_ragent": ("iid", "query", "reference"),
     "docs_faq": ("id", "question", "answer"),
 }
+# The shared data set each format comes from: runs over that very file are named after the format,
+# runs over any other file after the file.
+FORMAT_FILES: dict[str, str] = {"mmu_ragent": "mmu_ragent/t2t_val.jsonl", "docs_faq": "docs_faq/faq_qa.jsonl"}
 _MAX_LISTED = 20
 
 
@@ -53,11 +57,27 @@ class QuestionSet:
         return self.format if self.format != "custom" else f"custom:{self.path.stem}"
 
     @property
+    def run_name(self) -> str:
+        """What runs over this set are named after: the data set's name for the shared MMU-RAGent and FAQ
+        files, else the file's stem (a copy of the MMU file is not the MMU-RAGent set)."""
+        shared = FORMAT_FILES.get(self.format)
+        if shared and _same_file(self.path, shared_data_dir() / shared):
+            return self.format
+        return self.path.stem
+
+    @property
     def fingerprint(self) -> str:
         return stable_hash([(q.id, q.query, q.reference) for q in self.questions])
 
     def __len__(self) -> int:
         return len(self.questions)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def detect_format(first: dict) -> str:
@@ -86,21 +106,10 @@ def load_questions(
     path = Path(path)
     if not path.exists():
         raise InputError(path, ["file not found"])
-    problems: list[str] = []
-    objects: list[tuple[int, dict]] = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"line {line_no}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(obj, dict):
-                problems.append(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
-                continue
-            objects.append((line_no, obj))
+    try:
+        objects, problems = read_jsonl(path, "questions file")
+    except NotUtf8Error as exc:
+        raise InputError(path, [exc.problem]) from None
     if not objects and not problems:
         raise InputError(path, ["the file holds no questions"])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,7 @@ def plan_run(
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
-        slug = questions.dataset.replace(":", "-")
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", questions.run_name).strip("-._")[:60] or "questions"
         key = [questions.fingerprint, cfg.fingerprint(), evidence_from]
         run_id = f"{slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
