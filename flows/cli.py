@@ -586,7 +586,11 @@ def sections(
 @corpus_app.command("build")
 def corpus_build(
     folder: Annotated[Path | None, typer.Option(help="A folder of HTML pages instead of the documentation tarballs.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="The URL the folder's pages live under (with --folder).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="The URL the folder's pages live under (with --folder): "
+                                                 "dir/page.html becomes BASE/dir/page.html, dir/index.html BASE/dir/.")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="With --folder: a JSONL file of the pages to take, one "
+                                                  '{"path", "url", "title"?} per line (path relative to the '
+                                                  "folder), for crawls and mirrors whose paths are not their URLs.")] = None,
     tarballs: Annotated[Path | None, typer.Option(help="A folder of *.html.tar.xz \\[default: ../shared/data/docs_html].")] = None,
     name: Annotated[str, typer.Option(help="Corpus name (selected with --set corpus.name=...).")] = "docs",
     data_root: DataRoot = None,
@@ -594,17 +598,22 @@ def corpus_build(
     """Build (or rebuild) the local corpus: page bytes, text and a BM25 index.
 
     Without options it reads the five documentation tarballs of ../shared/data/docs_html, or, when
-    that folder is absent, fetches the same Debian packages with apt-get.
+    that folder is absent, fetches the same Debian packages with apt-get. With --folder, every *.html
+    file gets --base-url plus its path (dir/index.html becomes dir/); with --folder and --manifest, the
+    manifest says each page's URL (and optionally its title) instead.
 
-    [bold]Example[/bold]: hifirag corpus build --folder ./site --base-url https://example.org/docs/ --name mysite
+    [bold]Example[/bold]: hifirag corpus build --folder ./mirror --manifest ./mirror/pages.jsonl --name mysite
     """
     from rich.progress import Progress
 
     from hifirag_core.corpus.build import build_default, build_from_folder, build_from_tarballs
     from hifirag_core.runtime import corpus_at
 
-    if folder is not None and not base_url:
-        _fail(ValueError("--folder needs --base-url (the URL its pages are published under)"))
+    if folder is not None and not base_url and manifest is None:
+        _fail(ValueError("--folder needs --base-url (the URL its pages are published under) or --manifest "
+                         "(each page's URL)"))
+    if manifest is not None and folder is None:
+        _fail(ValueError("--manifest lists pages of a folder: pass --folder too"))
     target = corpus_at(resolve_data_root(data_root), name)
     try:
         with Progress(console=err, transient=True) as progress:
@@ -614,7 +623,7 @@ def corpus_build(
                 progress.update(bar, completed=n, description=f"parsing pages ({n})")
 
             if folder is not None:
-                built = build_from_folder(target.root, target.blobs, folder, base_url or "", tick)
+                built = build_from_folder(target.root, target.blobs, folder, base_url, tick, manifest=manifest)
             elif tarballs is not None:
                 built = build_from_tarballs(target.root, target.blobs, tarballs, tick)
             else:

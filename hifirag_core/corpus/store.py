@@ -35,7 +35,8 @@ from hifirag_core.hashing import stable_hash
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import normalize_ws, split_sentences
 
-CORPUS_VERSION = f"3/{SECTIONER_VERSION}"  # the page text comes from the sectioner; 3: passage index
+# The page text comes from the sectioner; 3: passage index; 4: dir/index.html is stored as dir/.
+CORPUS_VERSION = f"4/{SECTIONER_VERSION}"
 PASSAGE_POOL = 300  # passages retrieved to rank pages by their best one
 _PASSAGE_BREAK = re.compile(r"\n\n(?=#{1,6} )")
 SNIPPET_CHARS = 240
@@ -55,10 +56,16 @@ class CorpusPage:
 
 
 def normalize_url(url: str) -> str:
-    """The form pages are stored under: no fragment, https, no trailing ``index.html``."""
+    """The form pages are stored under: no fragment, https, no trailing ``index.html``.
+
+    ``https://example.org/guide/index.html`` and ``https://example.org/guide/`` are one page (what web
+    servers serve for a folder), stored as the latter; every other ``.html`` suffix is kept.
+    """
     url = url.split("#", 1)[0].strip()
     if url.startswith("http://"):
         url = "https://" + url[len("http://") :]
+    if url.endswith("/index.html"):
+        url = url[: -len("index.html")]
     return url
 
 
@@ -134,7 +141,7 @@ class Corpus:
             rows["url"].append(url)
             rows["site"].append(page.site)
             rows["relpath"].append(page.relpath)
-            rows["title"].append(normalize_ws(parsed.title or page.relpath))
+            rows["title"].append(normalize_ws(page.title or parsed.title or page.relpath))
             rows["text"].append(text)
             rows["sha256"].append(blobs.put(page.html))
             rows["n_bytes"].append(len(page.html))
