@@ -144,7 +144,7 @@ def _answer(run: _StageRunner, rt: Runtime) -> QuestionResult:
     refined = run("refine", refine_answer, draft=draft, rt=rt)
     answer_text, _ = stages.final_text(draft, refined)
     citations = run("citations", verify_citations, answer=answer_text, sources=sources, rt=rt)
-    run("answer", assemble_answer, draft=draft, refined=refined, citations=citations, rt=rt)
+    run("answer", assemble_answer, draft=draft, refined=refined, citations=citations, sources=sources, rt=rt)
     run.result.seconds = time.monotonic() - run.started
     return run.result
 
@@ -234,6 +234,8 @@ def run_plan(plan: RunPlan) -> RunSummary:
         paid += sum(1 for _, cached in calls if not cached)
         reused += sum(1 for _, cached in calls if cached)
         state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
+        if ok and getattr(answer.records[0], "abstained", False):
+            state = "abstained: the sources found do not answer it"
         log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                  f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []

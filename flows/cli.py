@@ -26,7 +26,7 @@ from hifirag_core.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.runs import data_root as resolve_data_root
 from hifirag_core.stages import STAGE_NAMES
-from hifirag_core.variants import variant_overrides
+from hifirag_core.variants import DEFAULT_RUN_VARIANT, variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError
 
 app = typer.Typer(
@@ -70,7 +70,9 @@ def _setup(data_root: Path | None) -> Path:
 @app.command()
 def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
-    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`); the default answers "
+                                         "like the paper's final system but says so when the sources found do not "
+                                         "answer the question (final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
     variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
@@ -86,7 +88,9 @@ def run(
 ) -> None:
     """Answer a file of questions with the HiFi-RAG pipeline and store every stage.
 
-    Runs offline by default (local corpus, offline models); see the README for real backends.
+    Runs offline by default (local corpus, offline models); see the README for real backends. Every
+    answer records whether the sources answer its question (answered, partial or not_found); with the
+    default variant a not_found answer says so and lists the closest sources instead of answering.
 
     [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --set url_filter.max_urls=4
     """
@@ -181,26 +185,34 @@ def demo(
     _print_sql_hints(warehouse, summary["run_id"])
 
 
-def _print_answers(warehouse: Warehouse, run_id: str) -> None:
+def _print_answers(warehouse: Warehouse, run_id: str, *, score: bool = True, ids: list[str] | None = None,
+                   limit: int | None = None) -> int:
+    """Each question with its answer as a user reads it, its cited URLs and whether the sources answer
+    it; with ``score``, ROUGE-L against the reference. Returns how many questions were printed."""
     from hifirag_core.metrics.bootstrap import bootstrap_ci
     from hifirag_core.metrics.text import rouge_l
 
+    chosen = f" AND q.question_id IN ({', '.join('?' * len(ids))})" if ids else ""
     rows = warehouse.query(
-        """SELECT q.question_id, q.query, q.reference, a.text, a.status, a.cited_urls
-           FROM questions q LEFT JOIN answers a USING (run_id, question_id)
-           WHERE q.run_id = ? ORDER BY q.line_no""",
-        [run_id],
+        f"""SELECT q.question_id, q.query, q.reference, a.text, a.status, a.cited_urls, a.answerability,
+                   a.answerability_score
+            FROM questions q LEFT JOIN answers a USING (run_id, question_id)
+            WHERE q.run_id = ?{chosen} ORDER BY q.line_no LIMIT ?""",
+        [run_id, *(ids or []), limit if limit is not None else 1_000_000],
     ).rows
     scores = []
-    for n, (_qid, query, reference, text, status, cited) in enumerate(rows, 1):
+    for n, (_qid, query, reference, text, status, cited, verdict, verdict_score) in enumerate(rows, 1):
         console.rule(f"[bold]{n}. {query}[/bold]", align="left")
         if text:
-            console.print(textwrap.fill(text, 100) if "\n" not in text else text, highlight=False)
+            console.print(textwrap.fill(text, 100) if "\n" not in text else text, highlight=False, markup=False)
         else:
             console.print(f"[yellow]no answer ({status})[/yellow]")
         for url in cited or []:
             console.print(f"  [cyan]{url}[/cyan]", highlight=False)
-        if reference:
+        if verdict:
+            console.print(f"  do the sources answer it: {verdict} (evidence score {verdict_score:.2f})", style="dim",
+                          highlight=False)
+        if reference and score:
             f1 = rouge_l(text or "", reference)[2]
             scores.append(f1)
             console.print(f"  ROUGE-L F1 vs gold answer: {f1:.3f}", style="dim")
@@ -210,6 +222,30 @@ def _print_answers(warehouse: Warehouse, run_id: str) -> None:
         console.print(f"[bold]ROUGE-L F1[/bold] over {len(scores)} questions: mean {ci.mean:.3f} "
                       f"(95% bootstrap interval {ci.low:.3f}-{ci.high:.3f}); reference point from FACTS.md: an MMR "
                       "extract over a hybrid top 5 scored 0.143 on the full FAQ set.")
+    return len(rows)
+
+
+@app.command()
+def answers(
+    run_id: Annotated[str, typer.Argument(help="The run whose answers to show.")],
+    questions: Annotated[str | None, typer.Option(help="Comma-separated question ids \\[default: all].")] = None,
+    limit: Annotated[int | None, typer.Option(help="At most N questions.")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Show a run's answers as a user reads them: the text, the cited URLs, and whether the sources answer it.
+
+    An answer whose sources do not answer its question (with a variant that abstains, such as the
+    default final_abstain) says so and lists the closest sources under "See also".
+
+    [bold]Example[/bold]: hifirag answers mmu_ragent-final_abstain-1a2b3c4d --limit 5
+    """
+    ids = [q.strip() for q in questions.split(",") if q.strip()] if questions else None
+    try:
+        shown = _print_answers(Warehouse(resolve_data_root(data_root)), run_id, score=False, ids=ids, limit=limit)
+    except WarehouseError as exc:
+        _fail(exc)
+    if not shown:
+        _fail(WarehouseError(f"run {run_id!r} has no such questions (see `hifirag runs`)"))
 
 
 def _print_sql_hints(warehouse: Warehouse, run_id: str) -> None:

@@ -32,6 +32,7 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "refine": frozenset({"examples"}),  # A.4, pass 2
     "citations": frozenset({"answer", "web_content"}),  # A.5
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
+    "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hifirag_core.answerability import CALIBRATION, abstention_text, strip_answerability
+from hifirag_core.answerability import decide as decide_answerability
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
@@ -130,7 +132,7 @@ def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
 # Bump a stage's version when its code changes what it outputs.
 STAGE_VERSIONS = {
     "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": f"1/{SECTIONER_VERSION}",
-    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 1,
+    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 2,
 }
 # The config each stage reads (and nothing else: other fields never invalidate it).
 STAGE_CONFIG = {
@@ -145,7 +147,7 @@ STAGE_CONFIG = {
               "generation.max_context_chars", "backends.writer_llm", "models.writer"),
     "refine": ("generation.two_pass", "generation.examples", "backends.writer_llm", "models.writer"),
     "citations": ("citations", "backends.filter_llm", "models.filter"),
-    "answer": (),
+    "answer": ("answerability",),
 }
 
 
@@ -158,6 +160,8 @@ def _identity(stage: str, rt: Runtime) -> str:
         return getattr(rt.search, "identity", rt.search.provider)
     if stage == "fetch":  # pinned evidence changes what a fetch returns
         return f"{getattr(rt.fetcher, 'identity', rt.fetcher.name)}|evidence={rt.evidence_run}"
+    if stage == "answer":  # the evidence score's embeddings, and whether the writer was asked for its verdict
+        return f"{rt.embedder.model_id}|{stable_hash(CALIBRATION, 12)}|writer_asked={writer_asked(rt)}"
     return ""
 
 
@@ -552,12 +556,28 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
         decisions = sorted(kept_by_url[page.url], key=lambda d: d.rank or 0)
         secs = tuple(
             SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path),
-                          texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))], d.score)
+                          trim_at_sentence(texts[d.section_id], max(200, int(len(texts[d.section_id]) * share))),
+                          d.score)
             for d in decisions
         )
         preview = decisions[0].preview if decisions else ""
         sources.append(SourceDoc(n, page.url, page.title or "", preview, secs))
     return sources
+
+
+_SENTENCE_STOP = re.compile(r"[.!?][\"'”’)\]]*(?=\s)")
+
+
+def trim_at_sentence(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters at the end of a sentence, never inside the first one: a
+    sentence cut in half is no evidence a writer can quote."""
+    if len(text) <= limit:
+        return text
+    ends = [m.end() for m in _SENTENCE_STOP.finditer(text, 0, limit + 1)]
+    if ends:
+        return text[: ends[-1]]
+    first = _SENTENCE_STOP.search(text, limit)
+    return text[: first.end()] if first else text
 
 
 def select_sentences(question: str, text: str, k: int) -> str:
@@ -570,10 +590,20 @@ def select_sentences(question: str, text: str, k: int) -> str:
     return " ".join(sentences[i] for i in keep)
 
 
+def writer_asked(rt: Runtime) -> bool:
+    """Whether the writer was asked to say if the sources answer the question (an LLM writer with abstention on)."""
+    return bool(getattr(rt.writer_model, "asks_answerability", False))
+
+
+def _writer_text(text: str | None, rt: Runtime) -> str | None:
+    """A writer pass's text without the answerability line it was asked to add."""
+    return strip_answerability(text) if text and writer_asked(rt) else text
+
+
 @timed
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     decision = rt.writer_model.draft(question.query, sources, max_words=rt.cfg.generation.draft_words)
-    text = decision.value.last_reply if decision.status == OK else None
+    text = _writer_text(decision.value.last_reply, rt) if decision.status == OK else None
     record = DraftRecord(stage="draft", text=text, n_words=word_count(text) if text else None,
                          source_urls=[s.url for s in sources], method=decision.method,
                          model=getattr(rt.writer_model, "model", None),
@@ -603,7 +633,7 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
         record = DraftRecord(stage="refine", status="skipped", error="no draft to refine")
         return StageOutput("refine", [record], status="skipped")
     decision = rt.writer_model.refine(question.query, conversation, list(rt.examples.examples))
-    text = decision.value if decision.status == OK else None
+    text = _writer_text(decision.value, rt) if decision.status == OK else None
     draft_record = draft.records[0]
     assert isinstance(draft_record, DraftRecord)
     record = DraftRecord(stage="refine", text=text, n_words=word_count(text) if text else None,
@@ -644,12 +674,27 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 
 @timed
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
-                    rt: Runtime) -> StageOutput:
+                    sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    """The answer: the refined text (or the draft) with the URLs its citations kept, and whether the
+    sources answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead."""
     text, from_stage = final_text(draft, refined)
     cited = [c.url for c in citations.records if isinstance(c, CitationRecord) and c.cited]
-    if text:
-        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, from_stage=from_stage)
+    cfg = rt.cfg.answerability
+    conversation = draft.value if isinstance(draft.value, Conversation) else None
+    decision = decide_answerability(
+        question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
+        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+    verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
+               "answerability_reason": decision.reason, "answerability_method": decision.method,
+               "answerability_signals": decision.signals_json()}
+    if cfg.abstain and decision.verdict == "not_found":
+        said, see_also = abstention_text(sources)
+        record = AnswerRecord(text=said, n_words=word_count(said), from_stage="abstain", abstained=True,
+                              see_also_urls=see_also, **verdict)
+    elif text:
+        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, from_stage=from_stage, **verdict)
     else:
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
-        record = AnswerRecord(status="no_answer", error=why)
+        record = AnswerRecord(status="no_answer", error=why, **verdict)
     return StageOutput("answer", [record], status=record.status, error=record.error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from hifirag_core import stages
+from hifirag_core.backends.base import SourceDoc
 from hifirag_core.questions import Question
 from hifirag_core.runtime import Runtime
 from tasks._cache import STORED_RESULT, stage_cache_key
@@ -21,7 +22,9 @@ def assemble_answer(
     draft: stages.StageOutput,
     refined: stages.StageOutput,
     citations: stages.StageOutput,
+    sources: list[SourceDoc],
     rt: Runtime,
 ) -> stages.StageOutput:
-    """Put the answer together: the refined text (or the draft), and the URLs its citations kept."""
-    return stages.assemble_answer(question, draft, refined, citations, rt)
+    """Put the answer together: the refined text (or the draft), the URLs its citations kept, and whether
+    the sources answer the question."""
+    return stages.assemble_answer(question, draft, refined, citations, sources, rt)
