@@ -62,7 +62,8 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.config import PipelineConfig, build_config, parse_overrides  # noqa: E402
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir  # noqa: E402
-from hifirag_core.stages import PAGE_PARALLELISM, STAGE_NAMES  # noqa: E402
+from hifirag_core.pipeline import STAGE_NAMES  # noqa: E402
+from hifirag_core.stages import PAGE_PARALLELISM  # noqa: E402
 from tests.fakes.server import FakeServer, Request, Response  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "backends"

@@ -2,8 +2,9 @@
 
 Prints figures and ratios; asserts nothing about time.
 
-1. Embedding: the credibility experiment's corpus (MedQuAD + synthetic copies, each document as
-   title + first ``embed_chars`` characters) through ``Embedder`` with an on-disk cache, twice:
+1. Embedding: the credibility experiment's corpora (renditions of MedQuAD answers at every
+   correlation of the sweep, each document as title + first ``embed_chars`` characters; a text
+   shared by several corpora is embedded once) through ``Embedder`` with an on-disk cache, twice:
    the first pass pays the model for every text the cache lacks (all of them with ``--fresh``),
    the second, a new ``Embedder`` on the same file, should send nothing through the model.
 2. Reranking at 5k and 50k documents on a flat index: 5k uses the first 5,000 real document
@@ -12,7 +13,7 @@ Prints figures and ratios; asserts nothing about time.
    health corpus. Queries are the experiment's real query vectors. Without the shared data both
    scales fall back to synthetic clustered vectors, and the output says so.
 
-Usage: ``python bench/bench_credibility.py [--fresh] [--cache PATH] [--max-source-docs N]``
+Usage: ``python bench/bench_credibility.py [--fresh] [--cache PATH] [--queries N]``
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.credibility.experiment import (  # noqa: E402
     CredibilityExperimentConfig,
-    build_experiment_corpus,
-    embed_experiment,
+    embed_corpora,
+    plan_experiment,
+    realize_corpora,
 )
 from hifirag_core.credibility.priors import DEFAULT_PRIORS  # noqa: E402
 from hifirag_core.credibility.rerank import CredibilityReranker, weight_vector  # noqa: E402
@@ -69,22 +71,24 @@ def bench_embedding(config: CredibilityExperimentConfig, cache: Path, fresh: boo
         for suffix in ("", "-wal", "-shm"):
             Path(f"{cache}{suffix}").unlink(missing_ok=True)
     start = time.perf_counter()
-    corpus = build_experiment_corpus(config)
-    print(f"corpus: {len(corpus.docs):,} documents, {len(corpus.queries)} queries, built in "
-          f"{time.perf_counter() - start:.1f} s; each document embedded as title + first {config.embed_chars} chars")
+    corpora = realize_corpora(plan_experiment(config), config)
+    corpus = corpora[config.realistic_at]
+    print(f"corpora: {len(corpus.docs):,} documents at each of {len(corpora)} correlations, {len(corpus.queries)} "
+          f"queries, built in {time.perf_counter() - start:.1f} s; each document embedded as title + first "
+          f"{config.embed_chars} chars")
     passes = []
     for label in ("first pass", "second pass (new Embedder, same cache file)"):
-        embedder = Embedder(cache)
-        embedded = embed_experiment(corpus, embedder, config)
-        texts = len(corpus.docs) + len(corpus.queries)
-        rate = f"{embedded.encoded / embedded.seconds:.1f} texts/s through the model" if embedded.encoded else "all from cache"
-        print(f"  {label}: {embedded.seconds:8.2f} s, {embedded.encoded:,} of {texts:,} texts encoded ({rate})")
-        passes.append(embedded)
+        embedding = embed_corpora(corpora, Embedder(cache), config)
+        rate = f"{embedding.encoded / embedding.seconds:.1f} texts/s through the model" if embedding.encoded else "all from cache"
+        print(f"  {label}: {embedding.seconds:8.2f} s, {embedding.encoded:,} of {embedding.n_texts:,} distinct texts "
+              f"encoded ({rate})")
+        passes.append(embedding)
     size = sum(Path(f"{cache}{suffix}").stat().st_size for suffix in ("", "-wal") if Path(f"{cache}{suffix}").exists())
     print(f"  ratio first/second: {passes[0].seconds / max(passes[1].seconds, 1e-9):.0f}x; cache {cache} "
           f"({size / 1e6:.1f} MB with its write-ahead log)")
     types = [d.source_type for d in corpus.docs]
-    return passes[1].doc_vectors, passes[1].query_vectors, types
+    embedded = passes[1].corpora[config.realistic_at]
+    return embedded.doc_vectors, embedded.query_vectors, types
 
 
 def synthetic_vectors(n: int, dim: int, rng: np.random.Generator, n_clusters: int = 500) -> np.ndarray:
@@ -166,19 +170,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", type=Path, default=OUT / "credibility_vectors.sqlite")
     parser.add_argument("--fresh", action="store_true", help="delete the cache first, so the first pass is cold")
-    parser.add_argument("--max-source-docs", type=int, default=None, help="MedQuAD documents to use (default all)")
+    parser.add_argument("--queries", type=int, default=600, help="queries of the experiment corpus (default 600)")
     parser.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of the replicated 50k vectors")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    config = CredibilityExperimentConfig(max_source_docs=args.max_source_docs)
+    config = CredibilityExperimentConfig(n_queries=args.queries)
     print(f"python {sys.version.split()[0]}, faiss {faiss.__version__}, numpy {np.__version__}")
     if config.medquad_path().exists():
         print("\n== embedding the experiment corpus ==")
         doc_vectors, query_vectors, types = bench_embedding(config, args.cache, args.fresh)
         small_n = min(5000, len(doc_vectors))
         print("\n== reranking ==")
-        bench_rerank(f"{small_n:,} real MedQuAD/synthetic-copy vectors", doc_vectors[:small_n], types[:small_n], query_vectors)
+        bench_rerank(f"{small_n:,} real MedQuAD rendition vectors", doc_vectors[:small_n], types[:small_n], query_vectors)
         big, big_types = replicate(doc_vectors, types, 50_000, args.noise, rng)
         bench_rerank(f"50k: {len(doc_vectors):,} real vectors replicated with noise sigma={args.noise}",
                      big, big_types, query_vectors)

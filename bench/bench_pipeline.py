@@ -50,8 +50,8 @@ def _fresh_root(name: str, base: Path) -> Path:
 
 def run_loop(root: Path, n: int) -> dict:
     """The stage functions in a plain loop (no Prefect)."""
-    from hifirag_core import stages
-    from hifirag_core.runs import plan_run, start_run
+    from hifirag_core.pipeline import run_question, write_output
+    from hifirag_core.runs import plan_run, run_context, start_run
     from hifirag_core.runtime import build_runtime
     from hifirag_core.warehouse import Warehouse
 
@@ -59,24 +59,13 @@ def run_loop(root: Path, n: int) -> dict:
     plan = plan_run(FAQ, sample=n, overrides=OVERRIDES, root=root, run_id="bench-loop")
     warehouse = Warehouse(root)
     start_run(warehouse, plan)
-    rt = build_runtime(plan.cfg, plan.data_root, plan.examples)
+    rt = build_runtime(run_context(plan))
     answered = 0
     for q in plan.questions.questions:
-        plan_out = stages.plan_query(q, rt)
-        results = stages.search(q, plan_out, rt)
-        decisions = stages.filter_urls(q, results, rt)
-        pages = stages.fetch_pages(q, decisions, rt)
-        sections = stages.split_sections(q, pages, rt)
-        ranking = stages.rank_sections(q, decisions, pages, sections, rt)
-        sources = stages.build_sources(q, pages, sections, ranking, rt.cfg.generation)
-        draft = stages.write_draft(q, sources, rt)
-        refined = stages.refine_answer(q, draft, rt)
-        text, _ = stages.final_text(draft, refined)
-        citations = stages.verify_citations(q, text, sources, rt)
-        answer = stages.assemble_answer(q, draft, refined, citations, rt)
-        for out in (plan_out, results, decisions, pages, sections, ranking, draft, refined, citations, answer):
-            warehouse.write(out.table, out.records, run_id=plan.run_id, stage=out.stage, question_id=q.id)
-        answered += answer.status == "ok"
+        outputs = run_question(q, rt)
+        for out in outputs.values():
+            write_output(warehouse, plan.run_id, q.id, out)
+        answered += outputs["answer"].status == "ok"
     warehouse.compact_run(plan.run_id)
     return {"seconds": time.perf_counter() - started, "answered": answered}
 

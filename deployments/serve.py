@@ -11,7 +11,9 @@ Deployments:
   * ``nightly-eval-faq`` and ``nightly-eval-faq-known-item``: the evaluation flow every night on the FAQ
     protocols (a) and (b), final against rag_filters, with the regression gate (a regression ends
     the flow run Failed, which Prefect automations can notify on);
-  * ``eval``: the same flow on demand, every parameter editable in the UI.
+  * ``eval``: the same flow on demand, every parameter editable in the UI;
+  * ``fresh-testset``: build a fresh-knowledge test set after a cutoff day (Gemini with Google Search
+    when the worker has GEMINI_API_KEY, else the labelled offline stand-in).
 
 The data root is ``$HIFIRAG_DATA_ROOT`` (default warehouse/data); the stage cache lives under it.
 ``deployments/prefect.yaml`` declares the same deployments for ``prefect deploy`` with a process work pool.
@@ -58,6 +60,11 @@ def deployments() -> list:
                                           description=f"Nightly evaluation on {dataset} with the regression gate."))
     out.append(evaluate.to_deployment(name="eval", parameters={"dataset": "faq-a", "variants": ["final"], "sample": 40},
                                       description="Evaluate variants on demand (mmu, faq-a, faq-b or a JSONL path)."))
+    from flows.testset import build_fresh_testset
+
+    out.append(build_fresh_testset.to_deployment(
+        name="fresh-testset", parameters={"after": "2025-02-01", "n": 100, "style": "mmu:10"},
+        description="Build a fresh-knowledge test set (prompt A.6 with search grounding), checked and dated."))
     return out
 
 

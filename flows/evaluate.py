@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 
 from flows.answer import answer_questions
+from flows.runners import Runner, RunnerChoice, shared_cluster
 from hifirag_core.evaluation.config import build_evaluation_config
 from hifirag_core.evaluation.evaluate import (
     EvaluationPlan,
@@ -68,6 +69,9 @@ def evaluate(
     baseline: str | None = None,
     accept: bool = False,
     report_dir: str | None = None,
+    runner: Runner = "threads",
+    dask_address: str | None = None,
+    dask_workers: int = 2,
 ):
     """Evaluate variants on a dataset (``mmu``, ``faq-a``, ``faq-b`` or a JSONL path).
 
@@ -87,7 +91,11 @@ def evaluate(
              f"variants {', '.join(plan.variants)}")
     # A rerun replaces a run's stage rows with cache hits; keep the times of the stages as computed.
     known_seconds = computed_seconds(Warehouse(root))
-    runs = [answer_questions(**plan.run_kwargs(variant)) for variant in plan.variants]
+    choice = RunnerChoice(runner, dask_address, dask_workers)
+    with shared_cluster(choice, plan.overrides) as choice:
+        runs = [answer_questions(**plan.run_kwargs(variant), runner=choice.kind, dask_address=choice.dask_address,
+                                 dask_workers=choice.dask_workers)
+                for variant in plan.variants]
     scorer = Scorer(cfg, root)
     scored = [score_run(plan, variant, run["run_id"], scorer, known_seconds)
               for variant, run in zip(plan.variants, runs, strict=True)]

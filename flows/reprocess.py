@@ -1,8 +1,9 @@
 """Reprocess: a new run derived from a finished one, recomputing from a named stage on.
 
-Ready for the Prefect UI: the parameters are typed, so the form offers the stage names. Stages
-before ``from_stage``, and every stage of the questions not chosen, come from the parent run's
-rows; the new run is complete in every stage view and records its parent and overrides.
+Ready for the Prefect UI: the parameters are typed, so the form offers the stage names (taken from
+the pipeline's specs). Stages before ``from_stage``, and every stage of the questions not chosen,
+come from the parent run's rows; the new run is complete in every stage view and records its parent
+and overrides.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 from typing import Literal
 
 from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.answer import run_plan
+from flows.runners import Runner, RunnerChoice
+from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.runs import plan_reprocess
 
-Stage = Literal["query_plan", "search", "url_filter", "fetch", "sections", "section_rank", "draft", "refine",
-                "citations", "answer"]
+Stage = Literal[STAGE_NAMES]  # type: ignore[valid-type]  (one literal per stage, in pipeline order)
 
 
-@flow(name="reprocess", task_runner=ThreadPoolTaskRunner(max_workers=16), log_prints=False)
+@flow(name="reprocess", log_prints=False)
 def reprocess(
     run_id: str,
     from_stage: Stage,
@@ -27,9 +28,12 @@ def reprocess(
     overrides: list[str] | None = None,
     new_run_id: str | None = None,
     data_root: str | None = None,
+    runner: Runner = "threads",
+    dask_address: str | None = None,
+    dask_workers: int = 2,
 ) -> dict:
     """Recompute ``run_id`` from ``from_stage`` on (for ``questions``, or all), with ``overrides``
-    (``key=value`` settings such as ``models.filter=gemini-2.5-pro``)."""
+    (``key=value`` settings such as ``models.filter=gemini-2.5-pro``), on threads or a Dask cluster."""
     plan = plan_reprocess(run_id, from_stage=from_stage, question_ids=questions, overrides=overrides or (),
                           run_id=new_run_id, root=data_root)
-    return run_plan(plan).to_dict()
+    return run_plan(plan, RunnerChoice(runner, dask_address, dask_workers)).to_dict()

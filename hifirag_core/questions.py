@@ -5,11 +5,11 @@ Every problem in a file is reported at once, each naming its line, before anythi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hifirag_core.corpus.sources import shared_data_dir
 from hifirag_core.hashing import stable_hash
 from hifirag_core.jsonl import NotUtf8Error, read_jsonl
 
@@ -18,10 +18,10 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "mmu_ragent": ("iid", "query", "reference"),
     "docs_faq": ("id", "question", "answer"),
 }
-# The shared data set each format comes from: runs over that very file are named after the format,
-# runs over any other file after the file.
-FORMAT_FILES: dict[str, str] = {"mmu_ragent": "mmu_ragent/t2t_val.jsonl", "docs_faq": "docs_faq/faq_qa.jsonl"}
 _MAX_LISTED = 20
+# The data sets' own files. Runs over any other file are named after that file, whatever its format
+# (a fresh test set in MMU format is not the MMU-RAGent validation set).
+CANONICAL_FILES: dict[str, str] = {"mmu_ragent": "t2t_val.jsonl", "docs_faq": "faq_qa.jsonl"}
 
 
 class InputError(ValueError):
@@ -57,27 +57,20 @@ class QuestionSet:
         return self.format if self.format != "custom" else f"custom:{self.path.stem}"
 
     @property
-    def run_name(self) -> str:
-        """What runs over this set are named after: the data set's name for the shared MMU-RAGent and FAQ
-        files, else the file's stem (a copy of the MMU file is not the MMU-RAGent set)."""
-        shared = FORMAT_FILES.get(self.format)
-        if shared and _same_file(self.path, shared_data_dir() / shared):
-            return self.format
-        return self.path.stem
-
-    @property
     def fingerprint(self) -> str:
         return stable_hash([(q.id, q.query, q.reference) for q in self.questions])
 
     def __len__(self) -> int:
         return len(self.questions)
 
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
+    @property
+    def slug(self) -> str:
+        """The dataset part of a run id: the format for a data set's own file, else ``custom-<file stem>``."""
+        if self.format in CANONICAL_FILES and self.path.name != CANONICAL_FILES[self.format]:
+            name = f"custom-{self.path.stem}"
+        else:
+            name = self.dataset.replace(":", "-")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", name)
 
 
 def detect_format(first: dict) -> str:
@@ -154,12 +147,13 @@ def load_questions(
         questions.append(Question(qid, query.strip(), reference, line_no, meta))
     if problems:
         raise InputError(path, problems)
-    return _select(QuestionSet(path, fmt, tuple(questions)), limit=limit, sample=sample, ids=ids,
-                   exclude_ids=exclude_ids)
+    return select_questions(QuestionSet(path, fmt, tuple(questions)), limit=limit, sample=sample, ids=ids,
+                            exclude_ids=exclude_ids)
 
 
-def _select(qs: QuestionSet, *, limit: int | None, sample: int | None, ids: Sequence[str] | None,
-            exclude_ids: Sequence[str]) -> QuestionSet:
+def select_questions(qs: QuestionSet, *, limit: int | None = None, sample: int | None = None,
+                     ids: Sequence[str] | None = None, exclude_ids: Sequence[str] = ()) -> QuestionSet:
+    """The questions of ``qs`` chosen as :func:`load_questions` describes."""
     questions = list(qs.questions)
     dropped = [q.id for q in questions if q.id in set(exclude_ids)]
     questions = [q for q in questions if q.id not in set(exclude_ids)]

@@ -19,6 +19,26 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 import pyarrow as pa
 
 OK = "ok"
+# Every status a stage can end in (stage_runs.status; a stage's own rows use the same words).
+STAGE_STATUSES: dict[str, str] = {
+    "ok": "the stage did its work",
+    "skipped": "switched off by the variant, or nothing to work on (no draft to refine, no answer to cite)",
+    "no_results": "the search returned nothing",
+    "no_evidence": "the offline writer had no source text",
+    "no_draft": "the refine pass had no draft",
+    "no_examples": "the refine pass had no few-shot examples; the draft stands",
+    "no_answer": "no pass produced answer text (the answer row's error says why)",
+    "parse_error": "the model replied but the reply held no usable answer; the configured fallback was applied",
+    "truncated": "the reply was cut at the output token limit",
+    "empty": "the model returned no text",
+    "blocked": "the provider withheld the reply (safety, recitation, a content filter)",
+    "timeout": "the call ran out of time after its retries",
+    "rate_limited": "the provider refused the call for its rate limit after every retry",
+    "failed": "an error that is none of the above (a refused connection, an HTTP 4xx/5xx)",
+    "budget_exceeded": "the run's budget was spent before the call",
+    "deadline_exceeded": "the question's deadline passed",
+    "missing_secret": "a key the backend needs is not set",
+}
 
 
 def utcnow() -> datetime:
@@ -140,6 +160,8 @@ class PageRecord(Record):
     title: str | None = None
     fetched_at: datetime | None = None
     reused_from: str | None = None  # "page-cache" or "evidence:<run>" when not fetched afresh
+    # status "blocked": what stood in for the content, "<reason>:<vendor>" (hifirag_core.blocked)
+    block_reason: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -201,18 +223,34 @@ class CitationRecord(Record):
     url: str = ""
     title: str | None = None
     cited: bool = False
-    support: float | None = None  # best support score over answer sentences (offline method)
-    supported_sentences: list[int] = field(default_factory=list)
+    support: float | None = None  # best support score over the answer's sentences, when measured
+    supported_sentences: list[int] = field(default_factory=list)  # answer_sentences.sentence_index citing it
     method: str = ""
+
+
+@dataclass(kw_only=True)
+class AnswerSentenceRecord(Record):
+    """One claim sentence of the answer with the sources the citation stage cited for it."""
+
+    TABLE: ClassVar[str] = "answer_sentences"
+    stage: str = "citations"
+    sentence_index: int = 0  # 0-based among the answer's claim sentences (three words or more)
+    sentence: str = ""
+    source_indices: list[int] = field(default_factory=list)  # [n] of the draft's sources, best first
+    urls: list[str] = field(default_factory=list)  # the same sources' URLs
+    support: float | None = None  # support of the first source (MiniLM cosine), when measured
+    marked: list[int] = field(default_factory=list)  # the writer's own [n] markers after the sentence
+    method: str = ""  # what decided: offline+marker, offline+support, llm+marker, llm+support, writer+marker, ...
 
 
 @dataclass(kw_only=True)
 class AnswerRecord(Record):
     TABLE: ClassVar[str] = "answers"
     stage: str = "answer"
-    text: str | None = None
+    text: str | None = None  # the answer as written, without citation markers
     n_words: int | None = None
-    cited_urls: list[str] = field(default_factory=list)
+    cited_urls: list[str] = field(default_factory=list)  # [k] in cited_text is cited_urls[k - 1]
+    cited_text: str | None = None  # the text with [k] after each cited sentence
     from_stage: str | None = None  # which pass produced the text: refine | draft | abstain
     # Do the sources answer the question: answered | partial | not_found, the evidence score
     # (calibrated P(answered)), why, and how it was decided (evidence | writer | writer+evidence).
@@ -280,6 +318,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     DraftRecord,
     AnswerRecord,
     CitationRecord,
+    AnswerSentenceRecord,
     LLMCallRecord,
     StageRunRecord,
     ScoreRecord,

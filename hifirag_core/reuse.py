@@ -21,9 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from hifirag_core.pipeline import spec, stage_index
 from hifirag_core.questions import Question
 from hifirag_core.records import LLMCallRecord, PageRecord, Record, StageRunRecord
-from hifirag_core.stages import STAGE_NAMES, STAGE_TABLE, StageOutput, conversation_from_json
+from hifirag_core.stages import StageOutput
 from hifirag_core.warehouse import Warehouse
 
 EVIDENCE_STAGES = ("query_plan", "search")
@@ -38,13 +39,13 @@ class ReuseSpec:
     questions: frozenset[str] | None = None  # the questions recomputed; None: all of them
 
     def __post_init__(self) -> None:
-        if self.recompute_from is not None and self.recompute_from not in STAGE_NAMES:
-            raise ValueError(f"unknown stage {self.recompute_from!r}; stages: {', '.join(STAGE_NAMES)}")
+        if self.recompute_from is not None:
+            spec(self.recompute_from)  # an unknown stage fails here, naming the known ones
 
     def reused(self, stage: str, question_id: str) -> bool:
         if self.recompute_from is None or (self.questions is not None and question_id not in self.questions):
             return True
-        return STAGE_NAMES.index(stage) < STAGE_NAMES.index(self.recompute_from)
+        return stage_index(stage) < stage_index(self.recompute_from)
 
 
 class StoredRun:
@@ -70,23 +71,17 @@ class StoredRun:
 
     def output(self, stage: str, question: Question) -> StageOutput | None:
         """The stage's output for the question as the run stored it, or None if it has none."""
+        stage_spec = spec(stage)
         ledger = self._table("stage_runs").get((stage, question.id))
-        records = self._table(STAGE_TABLE[stage]).get((stage, question.id))
-        if ledger is None and records is None:
+        found = [self._table(table).get((stage, question.id)) for table in stage_spec.tables]
+        if ledger is None and all(rows is None for rows in found):
             return None
-        records = list(records or [])
+        records = [r for rows in found for r in rows or []]
         calls = [r for r in self._table("llm_calls").get((stage, question.id), []) if isinstance(r, LLMCallRecord)]
         status = ledger.status if isinstance(ledger, StageRunRecord) else (records[0].status if records else "ok")
         error = ledger.error if isinstance(ledger, StageRunRecord) else None
-        value = None
-        first = records[0] if records else None
-        if stage == "query_plan":
-            value = (getattr(first, "queries", None) or [question.query])
-        elif stage == "draft":
-            value = conversation_from_json(getattr(first, "conversation_json", None))
-        elif stage == "refine":
-            value = getattr(first, "text", None)
-        return StageOutput(stage, records, calls, value=value, status=status, error=error)
+        return StageOutput(stage, records, calls, value=stage_spec.rebuild(question, records), status=status,
+                           error=error)
 
     def pages_by_url(self) -> dict[str, PageRecord]:
         """Every page the run fetched successfully, by URL."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +13,10 @@ from hifirag_core.config import DEFAULT_DATA_ROOT, PipelineConfig, build_config,
 from hifirag_core.corpus.sources import gold_location
 from hifirag_core.examples import ExampleSet, resolve_example_set
 from hifirag_core.hashing import stable_hash
-from hifirag_core.questions import Question, QuestionSet, load_questions
+from hifirag_core.questions import Question, QuestionSet, load_questions, select_questions
 from hifirag_core.records import QuestionRecord, RunRecord, utcnow
 from hifirag_core.reuse import ReuseSpec
-from hifirag_core.runtime import uses_real_backends
+from hifirag_core.runtime import RunContext, uses_real_backends
 from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
 
@@ -54,23 +53,44 @@ def plan_run(
     fields: dict[str, str] | None = None,
     evidence_from: str | None = None,
 ) -> RunPlan:
-    """Everything a run needs, validated before anything is written."""
+    """Everything a run needs, validated before anything is written.
+
+    A process plans a run once: the CLI plans to check its input before Prefect starts, and the
+    flow it then calls gets the same plan back, with the questions file read once.
+    """
+    path = Path(questions_path)
+    args = [str(path.resolve()), variant, list(overrides), run_id, limit, sample, list(ids or []),
+            str(data_root(root)), fields, evidence_from]
+    stat = path.stat() if path.exists() else None
+    key = stable_hash([args, (stat.st_mtime_ns, stat.st_size) if stat else None])
+    if key not in _PLANS:
+        _PLANS[key] = _plan_run(path, variant=variant, overrides=overrides, run_id=run_id, limit=limit,
+                                sample=sample, ids=ids, root=root, fields=fields, evidence_from=evidence_from)
+        while len(_PLANS) > 16:
+            _PLANS.pop(next(iter(_PLANS)))
+    return _PLANS[key]
+
+
+_PLANS: dict[str, RunPlan] = {}
+
+
+def _plan_run(path: Path, *, variant: str, overrides: Sequence[str], run_id: str | None, limit: int | None,
+              sample: int | None, ids: Sequence[str] | None, root: str | Path | None,
+              fields: dict[str, str] | None, evidence_from: str | None) -> RunPlan:
     cfg = build_config(variant_overrides(variant), parse_overrides(list(overrides)), variant=variant)
     if uses_real_backends(cfg):  # a missing key stops the run before anything is written
         from hifirag_core.backends.factory import check_secrets
 
         check_secrets(cfg)
-    probe = load_questions(Path(questions_path), fields=fields)
-    examples = resolve_example_set(cfg.generation.examples, probe.format)
-    questions = load_questions(Path(questions_path), fields=fields, limit=limit, sample=sample, ids=ids,
-                               exclude_ids=examples.ids)
+    every = load_questions(path, fields=fields)
+    examples = resolve_example_set(cfg.generation.examples, every.format)
+    questions = select_questions(every, limit=limit, sample=sample, ids=ids, exclude_ids=examples.ids)
     root_path = data_root(root)
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", questions.run_name).strip("-._")[:60] or "questions"
         key = [questions.fingerprint, cfg.fingerprint(), evidence_from]
-        run_id = f"{slug}-{variant}-{stable_hash(key, 8)}"
+        run_id = f"{questions.slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
                    evidence_from=evidence_from)
 
@@ -121,6 +141,12 @@ def plan_reprocess(
                    parent_run_id=parent_run_id, evidence_from=evidence_from, reuse=spec, note=note)
 
 
+def run_context(plan: RunPlan, *, shared_limits: bool = False) -> RunContext:
+    """What every process taking part in the run needs to know of it."""
+    return RunContext(plan.run_id, str(plan.data_root), plan.cfg, plan.examples, plan.evidence_from, plan.reuse,
+                      shared_limits)
+
+
 @dataclass
 class RunSummary:
     run_id: str
@@ -131,11 +157,14 @@ class RunSummary:
     wall_seconds: float
     stage_computations: int
     cache_hits: int
-    llm_calls_paid: int
+    llm_calls_paid: int  # calls a model answered and billed (see hifirag_core.tally)
     llm_calls_reused: int
     data_root: str
     duckdb_path: str
     notes: list[str] = field(default_factory=list)
+    llm_calls_unbilled: int = 0  # calls that reached no model or got no billed answer
+    unanswered: dict[str, int] = field(default_factory=dict)  # why questions have no answer -> how many
+    backend_errors: dict[str, int] = field(default_factory=dict)  # "openai <model>: failed" -> occurrences
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -4,11 +4,10 @@ Each stage takes the question and the outputs of the stages it depends on and re
 ``StageOutput``: the rows for its warehouse table, the LLM calls it made, and (``value``) what a
 later stage needs that the warehouse does not store. Stages never raise for a bad model reply or
 a page that failed to load (those become rows with a status); they raise ``BackendError`` when a
-backend is down, so the orchestrator can retry, and then call ``failed_output`` to go on with
+backend is down, so the orchestrator can retry, and then take the stage's fallback to go on with
 what the question has.
 
-``cache_key`` says exactly what a stage's output depends on: its inputs, the config slice it
-reads, the identity of the backend or model it calls (with prompt hashes), and its version.
+What each stage reads, writes and depends on is declared in ``hifirag_core.pipeline``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hifirag_core.answerability import CALIBRATION, abstention_text, strip_answerability
+from hifirag_core.answerability import Decision as Answerability
 from hifirag_core.answerability import decide as decide_answerability
+from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations, strip_markers
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
     BackendError,
@@ -40,15 +41,17 @@ from hifirag_core.backends.base import (
     SourceSection,
     TransientError,
     UrlCandidate,
+    error_status,
 )
-from hifirag_core.backends.offline import strip_markers
-from hifirag_core.config import GenerationConfig
+from hifirag_core.blocked import detect_blocked
+from hifirag_core.config import GenerationConfig, caps_apply
+from hifirag_core.context import ContextLimit, context_limit
 from hifirag_core.credibility.rerank import score_with_prior
-from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
     AnswerRecord,
+    AnswerSentenceRecord,
     CitationRecord,
     DraftRecord,
     LLMCallRecord,
@@ -59,7 +62,6 @@ from hifirag_core.records import (
     SectionDecisionRecord,
     SectionRecord,
     UrlDecisionRecord,
-    content_row,
     utcnow,
 )
 from hifirag_core.reddit import (
@@ -72,29 +74,15 @@ from hifirag_core.reddit import (
     thread_to_json,
 )
 from hifirag_core.retrieval import bm25_scores, keep_relative
-from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
+from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.text import split_sentences, word_count
 
 if TYPE_CHECKING:
     from hifirag_core.runtime import Runtime
 
-# (stage, table) in pipeline order
-STAGES: tuple[tuple[str, str], ...] = (
-    ("query_plan", "query_plans"),
-    ("search", "search_results"),
-    ("url_filter", "url_decisions"),
-    ("fetch", "pages"),
-    ("sections", "sections"),
-    ("section_rank", "section_decisions"),
-    ("draft", "drafts"),
-    ("refine", "drafts"),
-    ("citations", "citations"),
-    ("answer", "answers"),
-)
-STAGE_NAMES = tuple(s for s, _ in STAGES)
 # Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
 PAGE_PARALLELISM = 8
-STAGE_TABLE = dict(STAGES)
 
 
 @dataclass
@@ -108,10 +96,6 @@ class StageOutput:
     # How long computing this output took. It travels with the output into the stage cache, so a
     # cache hit still knows what the stage costs to compute.
     compute_seconds: float | None = None
-
-    @property
-    def table(self) -> str:
-        return STAGE_TABLE[self.stage]
 
 
 def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
@@ -127,110 +111,11 @@ def timed(stage_fn: Callable[..., StageOutput]) -> Callable[..., StageOutput]:
     return run
 
 
-# --- cache keys -------------------------------------------------------------------------------
-
-# Bump a stage's version when its code changes what it outputs.
-STAGE_VERSIONS = {
-    "query_plan": 1, "search": 1, "url_filter": 2, "fetch": 1, "sections": f"1/{SECTIONER_VERSION}",
-    "section_rank": 2, "draft": 1, "refine": 1, "citations": 1, "answer": 2,
-}
-# The config each stage reads (and nothing else: other fields never invalidate it).
-STAGE_CONFIG = {
-    "query_plan": ("query_plan", "backends.filter_llm", "models.filter"),
-    "search": ("search", "backends.search", "corpus"),  # search.max_age_hours: live results expire
-    "url_filter": ("url_filter", "credibility", "backends.filter_llm", "models.filter"),
-    "fetch": ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit",
-              "corpus"),
-    "sections": ("sectioning", "reddit"),
-    "section_rank": ("section_rank", "credibility", "backends.filter_llm", "models.filter"),
-    "draft": ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",
-              "generation.max_context_chars", "backends.writer_llm", "models.writer"),
-    "refine": ("generation.two_pass", "generation.examples", "backends.writer_llm", "models.writer"),
-    "citations": ("citations", "backends.filter_llm", "models.filter"),
-    "answer": ("answerability",),
-}
+# --- fallbacks: what a question goes on with when a stage could not run ----------------------
 
 
-def _identity(stage: str, rt: Runtime) -> str:
-    if stage in ("query_plan", "url_filter", "section_rank", "citations"):
-        return rt.filter_model.stage_identity(stage)
-    if stage in ("draft", "refine"):
-        return rt.writer_model.stage_identity(stage)
-    if stage == "search":
-        return getattr(rt.search, "identity", rt.search.provider)
-    if stage == "fetch":  # pinned evidence changes what a fetch returns
-        return f"{getattr(rt.fetcher, 'identity', rt.fetcher.name)}|evidence={rt.evidence_run}"
-    if stage == "answer":  # the evidence score's embeddings, and whether the writer was asked for its verdict
-        return f"{rt.embedder.model_id}|{stable_hash(CALIBRATION, 12)}|writer_asked={writer_asked(rt)}"
-    return ""
-
-
-def fingerprint(value: Any) -> Any:
-    """What of a stage input counts for caching: content, not the run or time it came from."""
-    if isinstance(value, StageOutput):
-        return {"records": [content_row(r) for r in value.records], "status": value.status,
-                "value": fingerprint(value.value)}
-    if isinstance(value, Record):
-        return content_row(value)
-    if isinstance(value, Question):
-        return {"query": value.query}  # the id is a label; the same question is the same work
-    if isinstance(value, (list, tuple)):
-        return [fingerprint(v) for v in value]
-    return value
-
-
-def cache_key(stage: str, inputs: dict[str, Any], rt: Runtime) -> str:
-    payload = {
-        "stage": stage,
-        "version": STAGE_VERSIONS[stage],
-        "config": rt.cfg.slice(*STAGE_CONFIG[stage]),
-        "identity": _identity(stage, rt),
-        "inputs": {k: fingerprint(v) for k, v in sorted(inputs.items())},
-    }
-    if stage == "refine":
-        payload["examples"] = [(e.example_id, e.question, e.answer) for e in rt.examples.examples]
-    return f"{stage}-{stable_hash(payload, 32)}"
-
-
-# --- failures ---------------------------------------------------------------------------------
-
-
-def failure_status(exc: BaseException) -> str:
-    """The status a stage row gets for the error that ended it (the llm_calls names, where shared)."""
-    name = type(exc).__name__
-    return {
-        "BudgetExceededError": "budget_exceeded",
-        "DeadlineExceededError": "deadline_exceeded",
-        "MissingSecretError": "missing_secret",
-    }.get(name, "failed")
-
-
-def failed_output(stage: str, question: Question, error: BaseException | str, *, status: str = "failed",
-                  upstream: StageOutput | None = None) -> StageOutput:
-    """The row a stage leaves when it could not run, and what the next stages can go on with.
-
-    A failed URL filter keeps the search engine's top results, a failed section ranking keeps
-    each page's first sections, a failed refine leaves the draft as the answer: the question goes
-    on with what it has, and the status says what happened.
-    """
-    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    records: list[Record] = []
-    value: Any = None
-    if stage == "query_plan":
-        records = [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
-        value = [question.query]  # search the question as asked
-    elif stage == "url_filter" and upstream is not None:
-        records = _fallback_url_decisions(upstream, status, message)
-    elif stage == "section_rank" and upstream is not None:
-        records = _fallback_section_decisions(upstream, status, message)
-    elif stage in ("draft", "refine"):
-        records = [DraftRecord(stage=stage, status=status, error=message)]
-    elif stage == "answer":
-        records = [AnswerRecord(status=status, error=message)]
-    return StageOutput(stage, records, value=value, status=status, error=message)
-
-
-def _fallback_url_decisions(search: StageOutput, status: str, message: str) -> list[Record]:
+def fallback_url_decisions(search: StageOutput, status: str, message: str) -> list[Record]:
+    """The search engine's top three, in its order."""
     out: list[Record] = []
     for rank, hit in enumerate(_merged_hits(search), 1):
         out.append(UrlDecisionRecord(url=hit.url or "", title=hit.title, snippet=hit.snippet, search_rank=rank,
@@ -239,7 +124,8 @@ def _fallback_url_decisions(search: StageOutput, status: str, message: str) -> l
     return out
 
 
-def _fallback_section_decisions(sections: StageOutput, status: str, message: str) -> list[Record]:
+def fallback_section_decisions(sections: StageOutput, status: str, message: str) -> list[Record]:
+    """Each page's first two sections, in page order."""
     out: list[Record] = []
     per_page: dict[str, int] = {}
     for sec in sections.records:
@@ -296,7 +182,7 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
         )
     if errors and len(errors) == len(queries) and all(isinstance(e, TransientError) for e in errors):
         raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
-    status = (failure_status(errors[0]) if errors and len(errors) == len(queries) else OK)
+    status = (error_status(errors[0]) if errors and len(errors) == len(queries) else OK)
     return StageOutput("search", records, status=status, error=records[0].error if status != OK else None)
 
 
@@ -334,12 +220,14 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
     cfg = rt.cfg.url_filter
     cred = rt.cfg.credibility
     texts = [f"{h.title or ''}. {h.snippet or ''}" for h in hits]
+    # the offline default's own cap; a model keeps what it keeps, and with the filter off every result is read
+    max_urls = cfg.max_urls if caps_apply(rt.cfg, "filter" if cfg.enabled else "writer") else len(hits)
     if not cfg.enabled:
-        kept, scores, method, calls = list(range(min(len(hits), cfg.max_urls))), None, "off", []
+        kept, scores, method, calls = list(range(min(len(hits), max_urls))), None, "off", []
         status, error = OK, None
     else:
         candidates = [UrlCandidate(h.url or "", h.title or "", h.snippet or "") for h in hits]
-        decision = rt.filter_model.select_urls(question.query, candidates, max_urls=cfg.max_urls)
+        decision = rt.filter_model.select_urls(question.query, candidates, max_urls=max_urls)
         kept, scores, method, calls = decision.value, decision.scores, decision.method, decision.calls
         status, error = decision.status, decision.error
     sims = _similarities(question.query, texts, scores, rt) if cred.enabled else scores
@@ -348,7 +236,7 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
     if cred.enabled:
         final = np.array([p.final_score for p in priors], dtype=np.float32)
         if scores is not None and cfg.enabled:  # a scoring method: choose again on the weighted scores
-            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=cfg.max_urls)
+            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=max_urls)
         else:  # a model's list: keep its choice, in the order of the weighted similarity
             kept = sorted(kept, key=lambda i: -final[i])
         method = f"{method}+prior"
@@ -374,7 +262,9 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
 
     The fetchers keep their own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
     """
-    chosen = list(enumerate(kept_urls(decisions)[: rt.cfg.fetch.max_pages], 1))
+    capped = caps_apply(rt.cfg, "filter" if rt.cfg.url_filter.enabled else "writer")
+    kept = kept_urls(decisions)
+    chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, 1))
     records: dict[int, PageRecord] = {}
     to_fetch = []
     for order, decision in chosen:
@@ -384,21 +274,25 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         elif rt.page_cache is not None:
             reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
         if reused is not None:
-            records[order] = replace(reused, run_id="", question_id="", order=order, title=decision.title,
-                                     reused_from=source)
+            page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
+            # a page cached before the detector knew its shape is judged now (pinned evidence stays as it was)
+            records[order] = _screened(page, rt.blobs.get(page.content_sha256)) \
+                if source == "page-cache" and page.content_sha256 else page
         else:
             to_fetch.append((order, decision))
 
     def fetch_one(order: int, decision: UrlDecisionRecord) -> PageRecord:
         result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
             rt.fetcher.fetch(decision.url)
-        digest = rt.blobs.put(result.body) if result.status == "ok" and result.body is not None else None
         page = PageRecord(
             url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
-            http_status=result.http_status, content_type=result.content_type, content_sha256=digest,
+            http_status=result.http_status, content_type=result.content_type,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
         )
+        page = _screened(page, result.body if result.status == "ok" else None)
+        if page.ok and result.body is not None:
+            page.content_sha256 = rt.blobs.put(result.body)
         if rt.page_cache is not None:
             rt.page_cache.put(page)
         return page
@@ -416,6 +310,16 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
     return StageOutput("fetch", ordered)
 
 
+def _screened(page: PageRecord, body: bytes | None) -> PageRecord:
+    """The page as ``blocked``, with no content, when its body stands in for the content; else as is."""
+    if body is None or page.status != OK:
+        return page
+    verdict = detect_blocked(body, url=page.final_url or page.url, kind=page.kind, encoding=_charset(page.content_type))
+    if verdict is None:
+        return page
+    return replace(page, status="blocked", error=verdict.message, block_reason=verdict.code, content_sha256=None)
+
+
 def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
     """A Reddit thread through the Reddit source, stored as the thread's JSON (comment tree and all)."""
     assert rt.reddit is not None
@@ -424,7 +328,7 @@ def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
     except RedditThreadNotFound as exc:
         return FetchResult(url=url, status="not_found", fetcher=rt.reddit.name, error=str(exc))
     except (BackendError, RedditError) as exc:
-        return FetchResult(url=url, status=failure_status(exc) if isinstance(exc, BackendError) else "failed",
+        return FetchResult(url=url, status=error_status(exc) if isinstance(exc, BackendError) else "failed",
                            fetcher=rt.reddit.name, error=f"{type(exc).__name__}: {exc}")
     return FetchResult(url=url, status="ok", fetcher=rt.reddit.name, final_url=thread.url, http_status=200,
                        content_type="application/json", body=thread_to_json(thread), kind="reddit")
@@ -445,18 +349,19 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         body = rt.blobs.get(page.content_sha256)
         if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
             parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+        elif page.kind == "pdf":
+            parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
         else:
             parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
                                     config=rt.cfg.sectioning)
-        if parsed.status != OK:
-            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
-            continue
         records.extend(
             SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
                           heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
                           n_words=s.n_words)
             for s in parsed.sections
         )
+        if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
+            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
     return StageOutput("sections", records)
 
 
@@ -478,6 +383,8 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
             by_url.setdefault(sec.url, []).append(sec)
     work = [(page, by_url[page.url]) for page in pages.records
             if isinstance(page, PageRecord) and by_url.get(page.url)]
+    capped = caps_apply(rt.cfg, "filter")  # the offline default's own caps; a model keeps what it keeps
+    per_page = cfg.max_sections_per_page if capped else None
 
     def judge(page: PageRecord, secs: list[SectionRecord]) -> tuple[list[SectionPreview], Decision[list[int]]]:
         previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
@@ -486,7 +393,7 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
         hit = snippets.get(page.url)
         overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
         return previews, rt.filter_model.rank_sections(question.query, overview, previews,
-                                                       max_sections=cfg.max_sections_per_page)
+                                                       max_sections=per_page or len(previews))
 
     # Each call carries this context (the question's deadline) into its worker thread.
     with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
@@ -510,7 +417,7 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
                                   final_score=priors[i].final_score if cred.enabled else None)
             for i, (s, p) in enumerate(zip(secs, previews, strict=True))
         )
-    _cap_total(records, cfg.max_sections_total if cfg.enabled else None)
+    _cap_total(records, cfg.max_sections_total if cfg.enabled and capped else None)
     bad = [d.status for _, d in judged if d.status != OK]
     status = bad[0] if judged and len(bad) == len(judged) else OK
     return StageOutput("section_rank", list(records), _stamp(calls, "section_rank"), status=status)
@@ -532,13 +439,15 @@ def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
 
 
 def build_sources(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,
-                  cfg: GenerationConfig) -> list[SourceDoc]:
+                  cfg: GenerationConfig, limit: ContextLimit | None = None) -> list[SourceDoc]:
     """Number the pages that kept sections [1..n], each with its kept sections, best first.
 
-    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question
-    (in their original order); then every section is trimmed alike to fit ``max_context_chars``.
+    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question (in
+    their original order). Then the content is bounded by ``limit`` (default: the offline cap,
+    ``max_context_chars``, every section trimmed alike); a model's bound keeps the best-ranked sections
+    whole, rank by rank across the pages, and cuts the one that overflows at a sentence's end.
     """
-    max_chars = cfg.max_context_chars
+    limit = limit or ContextLimit(cfg.max_context_chars, True, "generation.max_context_chars")
     text_of = {s.section_id: s for s in sections.records if isinstance(s, SectionRecord) and s.ok}
     kept_by_url: dict[str, list[SectionDecisionRecord]] = {}
     for d in ranking.records:
@@ -549,35 +458,51 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
     texts = {sid: sec.text or "" for sid, sec in text_of.items()}
     if cfg.sentence_select == "bm25":
         texts = {sid: select_sentences(question.query, text, cfg.sentences_per_section) for sid, text in texts.items()}
-    total = sum(len(texts[d.section_id]) for ds in kept_by_url.values() for d in ds)
-    share = min(1.0, max_chars / total) if total else 1.0  # trim every section alike to fit the context
+    by_page = {p.url: sorted(kept_by_url[p.url], key=lambda d: d.rank or 0) for p in ordered}
+    if limit.proportional:
+        total = sum(len(texts[d.section_id]) for ds in by_page.values() for d in ds)
+        share = min(1.0, limit.chars / total) if total else 1.0  # trim every section alike to fit the context
+        sent = {d.section_id: texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))]
+                for ds in by_page.values() for d in ds}
+    else:
+        sent = _fill_context([(p.order, by_page[p.url]) for p in ordered], texts, limit.chars)
     sources = []
-    for n, page in enumerate(ordered, 1):
-        decisions = sorted(kept_by_url[page.url], key=lambda d: d.rank or 0)
-        secs = tuple(
-            SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path),
-                          trim_at_sentence(texts[d.section_id], max(200, int(len(texts[d.section_id]) * share))),
-                          d.score)
-            for d in decisions
-        )
-        preview = decisions[0].preview if decisions else ""
-        sources.append(SourceDoc(n, page.url, page.title or "", preview, secs))
+    for page in ordered:
+        decisions = [d for d in by_page[page.url] if d.section_id in sent]
+        if not decisions:
+            continue
+        secs = tuple(SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path), sent[d.section_id],
+                                   d.score) for d in decisions)
+        sources.append(SourceDoc(len(sources) + 1, page.url, page.title or "", decisions[0].preview, secs))
     return sources
 
 
-_SENTENCE_STOP = re.compile(r"[.!?][\"'”’)\]]*(?=\s)")
+def writer_context(rt: Runtime) -> ContextLimit:
+    """The bound on the writer's web content in this run, now (``hifirag_core.context``)."""
+    return context_limit(rt.cfg, rt.guards.budget if rt.guards is not None else None)
 
 
-def trim_at_sentence(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters at the end of a sentence, never inside the first one: a
-    sentence cut in half is no evidence a writer can quote."""
-    if len(text) <= limit:
-        return text
-    ends = [m.end() for m in _SENTENCE_STOP.finditer(text, 0, limit + 1)]
-    if ends:
-        return text[: ends[-1]]
-    first = _SENTENCE_STOP.search(text, limit)
-    return text[: first.end()] if first else text
+def _fill_context(pages: list[tuple[int, list[SectionDecisionRecord]]], texts: dict[str, str],
+                  max_chars: int) -> dict[str, str]:
+    """Section id -> text sent: every page's best section first, then every page's second, ... until
+    ``max_chars``; the section that overflows is cut after its last whole sentence that fits."""
+    queue = sorted(((rank, order, d.section_id) for order, ds in pages for rank, d in enumerate(ds)))
+    sent: dict[str, str] = {}
+    left = max_chars
+    for _, _, sid in queue:
+        text = texts[sid]
+        if len(text) <= left:
+            sent[sid], left = text, left - len(text)
+            continue
+        cut = ""
+        for sentence in split_sentences(text):
+            if len(cut) + len(sentence) + 1 > left:
+                break
+            cut = f"{cut} {sentence}".strip()
+        if cut:
+            sent[sid] = cut
+        break
+    return sent
 
 
 def select_sentences(question: str, text: str, k: int) -> str:
@@ -645,56 +570,98 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
                        status=decision.status, error=decision.error)
 
 
-def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
-    """The answer's text and the pass it came from: the refine pass if it produced one."""
+def writer_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The writer's text as it wrote it (with any ``[n]`` markers) and the pass it came from: the
+    refine pass if it produced one."""
     for out in (refined, draft):
         rec = out.records[0] if out.records else None
         if isinstance(rec, DraftRecord) and rec.ok and rec.text:
-            return strip_markers(rec.text).strip(), out.stage
+            return rec.text, out.stage
     return None, None
+
+
+def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The answer's text as the user reads it (markers removed) and the pass it came from."""
+    text, stage = writer_text(draft, refined)
+    return (strip_markers(text).strip(), stage) if text else (None, None)
 
 
 @timed
 def verify_citations(question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
-    if not rt.cfg.citations.enabled:
-        return StageOutput("citations", [], status="skipped")
+    """Each sentence of the answer with the source that backs it (A.5), and each source cited or not.
+
+    ``answer`` is the writer's text with its ``[n]`` markers, which the check may follow. With the check
+    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer+marker``).
+    """
     if not answer or not sources:
         return StageOutput("citations", [], status="skipped")
-    decision = rt.filter_model.verify_citations(question.query, answer, sources)
-    cited = set(decision.value)
+    numbers = [s.index for s in sources]
+    if rt.cfg.citations.enabled:
+        decision = rt.filter_model.verify_citations(question.query, answer, sources)
+    else:
+        decision = Decision(attribute_sentences(marked_sentences(answer), numbers, None, allowed=numbers,
+                                                min_support=None, method="writer", cite_unmarked=False),
+                            method="writer-markers")
+    url = {s.index: s.url for s in sources}
+    citing: dict[int, list[int]] = {}
+    for sentence in decision.value:
+        for n in sentence.sources:
+            citing.setdefault(n, []).append(sentence.index)
     records: list[Record] = [
-        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in cited,
-                       support=decision.scores[j] if decision.scores else None, method=decision.method,
+        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in citing,
+                       support=decision.scores[j] if decision.scores else None,
+                       supported_sentences=citing.get(s.index, []), method=decision.method,
                        status=decision.status, error=decision.error)
         for j, s in enumerate(sources)
+    ]
+    records += [
+        AnswerSentenceRecord(sentence_index=c.index, sentence=c.text, source_indices=list(c.sources),
+                             urls=[url[n] for n in c.sources], support=c.support, marked=list(c.marked),
+                             method=c.method, status=decision.status, error=decision.error)
+        for c in decision.value
     ]
     return StageOutput("citations", records, _stamp(decision.calls, "citations"), status=decision.status,
                        error=decision.error)
 
 
-@timed
-def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
-                    sources: list[SourceDoc], rt: Runtime) -> StageOutput:
-    """The answer: the refined text (or the draft) with the URLs its citations kept, and whether the
-    sources answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead."""
-    text, from_stage = final_text(draft, refined)
-    cited = [c.url for c in citations.records if isinstance(c, CitationRecord) and c.cited]
+def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
+    """Whether the sources answer the question: the writer's own verdict when it was asked for one
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.answerability``)."""
     cfg = rt.cfg.answerability
     conversation = draft.value if isinstance(draft.value, Conversation) else None
-    decision = decide_answerability(
+    return decide_answerability(
         question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
         writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
         calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+
+def abstains(decision: Answerability, rt: Runtime) -> bool:
+    """Whether the answer says the sources do not answer instead of answering (and so cites nothing)."""
+    return rt.cfg.answerability.abstain and decision.verdict == "not_found"
+
+
+@timed
+def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
+                    decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
+    answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
+    closest sources under "See also" and cites nothing."""
+    text, from_stage = final_text(draft, refined)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
                "answerability_signals": decision.signals_json()}
-    if cfg.abstain and decision.verdict == "not_found":
+    sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
+                       key=lambda r: r.sentence_index)
+    if abstains(decision, rt):
         said, see_also = abstention_text(sources)
         record = AnswerRecord(text=said, n_words=word_count(said), from_stage="abstain", abstained=True,
                               see_also_urls=see_also, **verdict)
     elif text:
-        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, from_stage=from_stage, **verdict)
+        cited_text, cited = render_citations(text, [(r.sentence, r.urls) for r in sentences])
+        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, cited_text=cited_text,
+                              from_stage=from_stage, **verdict)
     else:
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
         record = AnswerRecord(status="no_answer", error=why, **verdict)
     return StageOutput("answer", [record], status=record.status, error=record.error)
+

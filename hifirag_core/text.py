@@ -55,14 +55,6 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def truncate_words(text: str, max_words: int) -> str:
-    """The first ``max_words`` words of ``text``, cut at a word boundary."""
-    matches = list(_WORD.finditer(text))
-    if len(matches) <= max_words:
-        return text
-    return text[: matches[max_words - 1].end()].rstrip(" ,;:") + "…"
-
-
 # --- the prose of a section's Markdown ------------------------------------------------------------
 
 BlockKind = Literal["paragraph", "list_item", "table", "code", "heading", "term", "quote"]
@@ -72,7 +64,7 @@ _TERM = re.compile(r"^\*\*.+\*\*$")
 # A sentence that starts by pointing back at the one before it ("This can be a value or a
 # callable", "However, ...", "For example, ...") only makes sense with it.
 _DEPENDENT = re.compile(
-    r"^(?:(?:This|That|These|Those|Such|Also|However|Therefore|Thus|"
+    r"^(?:(?:It|This|That|These|Those|Such|Also|However|Therefore|Thus|"
     r"Hence|But|And|Or|Nor|So|Yet|Otherwise|Instead|Similarly|Likewise|Moreover|Furthermore|Nevertheless|"
     r"Nonetheless|Conversely|Alternatively|Then|Here|Both|Neither|Either)\b|"
     r"(?:In (?:this|that|such|these|those|either|both) (?:case|cases|way|situation)|For (?:example|instance)|"

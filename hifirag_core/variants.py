@@ -49,3 +49,33 @@ def variant_overrides(name: str) -> dict[str, Any]:
         return VARIANTS[name]
     except KeyError:
         raise ConfigError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}") from None
+
+
+# Settings where the pipeline departs from the paper, and why (`hifirag variants` prints them).
+DEPARTURES: tuple[tuple[str, str, str], ...] = (
+    ("url_filter.max_urls=6, fetch.max_pages=6",
+     "The offline filter only (limits.caps=auto): a model keeps what it keeps, as the paper's Flash did (33.5% of "
+     "URLs removed on average); with the filter off (rag) every result is read.",
+     "The offline hybrid scorer has no sense of 'enough'; the cap bounds its work."),
+    ("section_rank.max_sections_per_page=4, section_rank.max_sections_total=12",
+     "The offline ranker only (limits.caps=auto); the paper sets no cap (60.5% of sections removed).",
+     "As above."),
+    ("generation.max_context_chars=24000",
+     "The offline writer only. A model writer gets every kept section, bounded in tokens by the smallest "
+     "window that reads it (models.context_tokens, less generation.reserve_tokens) and by what is left of "
+     "the run's budget; over the bound, the best-ranked sections stay whole.",
+     "The paper's bound is Gemini 2.5 Pro's window; a character cap trimmed every section mid-sentence."),
+    ("limits.caps=on",
+     "Applies every cap above to the models too.",
+     "A cheaper, bounded run; not the paper's system."),
+    ("generation.draft_words=120",
+     "The offline writer's budget; never sent to a model (the paper's prompt asks for 1-4 sentences).",
+     "An extractive writer needs a length."),
+    ("citations: one source per sentence",
+     "A.5 returns the sources that support the answer; each sentence then cites the one of them the writer "
+     "marked, else the one that supports it best (MiniLM).",
+     "The paper shows citations per claim but its prompt lists sources per answer."),
+    ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
+     "What a stage keeps when the model's reply is unusable (recorded as parse_error).",
+     "The paper does not say; a failed call must not end the question."),
+)

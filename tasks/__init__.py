@@ -1,1 +1,1 @@
-"""Thin Prefect tasks, one module per stage: retries on IO, caching keyed on exactly what a stage reads."""
+"""Thin Prefect tasks made from the stage specs (``tasks.stages``), and the run ledger on the Prefect server (``tasks.limits``)."""

@@ -51,6 +51,6 @@ def test_the_dataset_writes_each_half_as_a_question_file_with_its_exclusions(tmp
     assert whole.overrides == report.overrides and whole.overrides[0].startswith("corpus.exclude=")
     assert json.loads(whole.overrides[0].split("=", 1)[1]) == list(build_set().exclude)
     questions = load_questions(report.path)
-    assert questions.format == "docs_faq" and questions.run_name == "answerability_report"
+    assert questions.format == "docs_faq" and questions.slug == "custom-answerability_report"
     assert {q.meta["half"] for q in questions.questions} == {"report"}
     assert len(load_questions(whole.path)) > len(questions) > 0

@@ -80,6 +80,50 @@ def test_corpus_search(data_root):
     assert result.exit_code == 0 and "https://docs.tidewater.example/sync.html" in result.output
 
 
+def _cited_run(root) -> Warehouse:
+    from hifirag_core.records import AnswerSentenceRecord, QuestionRecord
+
+    w = Warehouse(root)
+    w.write("runs", [RunRecord(run_id="r1", status="finished", n_questions=1, dataset="mmu_ragent")], run_id="r1",
+            stage="run")
+    w.write("questions", [QuestionRecord(query="How is bandwidth limited?", line_no=1)], run_id="r1", stage="input",
+            question_id="q1")
+    w.write("answers", [AnswerRecord(text="Use max-rate to limit it. Accounts are throttled.",
+                                     cited_text="Use max-rate to limit it. [1] Accounts are throttled. [2]",
+                                     cited_urls=["https://a/sync", "https://b/plans"])],
+            run_id="r1", stage="answer", question_id="q1")
+    w.write("answer_sentences", [
+        AnswerSentenceRecord(sentence_index=0, sentence="Use max-rate to limit it.", source_indices=[2],
+                             urls=["https://a/sync"], support=0.91, method="llm+support"),
+        AnswerSentenceRecord(sentence_index=1, sentence="Accounts are throttled.", source_indices=[1],
+                             urls=["https://b/plans"], support=0.66, method="llm+marker")],
+        run_id="r1", stage="citations", question_id="q1")
+    return w
+
+
+def test_answers_prints_each_sentence_with_its_citation(tmp_path):
+    _cited_run(tmp_path)
+    result = runner.invoke(app, ["answers", "r1", "--question", "q1", "--detail", "--data-root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Use max-rate to limit it. [1] Accounts are throttled. [2]" in result.output
+    assert "[1] https://a/sync" in result.output and "[2] https://b/plans" in result.output
+    assert "0.91" in result.output and "llm+marker" in result.output
+    missing = runner.invoke(app, ["answers", "r1", "--question", "nope", "--data-root", str(tmp_path)])
+    assert missing.exit_code == 2 and "no question(s) nope" in missing.output
+
+
+def test_export_with_citations_carries_the_markers_and_sources(tmp_path):
+    _cited_run(tmp_path)
+    out = tmp_path / "s.jsonl"
+    plain = runner.invoke(app, ["export-mmu", "r1", "--out", str(out), "--data-root", str(tmp_path)])
+    assert plain.exit_code == 0 and json.loads(out.read_text())["generated_response"] == (
+        "Use max-rate to limit it. Accounts are throttled.")
+    cited = runner.invoke(app, ["export-mmu", "r1", "--out", str(out), "--citations", "--data-root", str(tmp_path)])
+    assert cited.exit_code == 0
+    assert json.loads(out.read_text())["generated_response"] == (
+        "Use max-rate to limit it. [1] Accounts are throttled. [2]\n\nSources:\n[1] https://a/sync\n[2] https://b/plans")
+
+
 def test_corpus_build_from_a_manifest_and_its_errors(tmp_path, site_dir):
     manifest = tmp_path / "pages.jsonl"
     manifest.write_text(json.dumps({"path": "sync.html", "url": "https://mirror.example/sync/", "title": "Sync"}) + "\n")
@@ -106,9 +150,9 @@ def test_answers_shows_the_text_and_whether_the_sources_answer(tmp_path):
                                      answerability="not_found", answerability_score=0.04, abstained=True,
                                      see_also_urls=["https://a"])],
             run_id="r1", stage="answer", question_id="q1")
+    w.write("runs", [RunRecord(run_id="r1", status="finished", n_questions=1, dataset="custom")], run_id="r1",
+            stage="run")
     result = runner.invoke(app, ["answers", "r1", "--data-root", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "How do you make paella?" in result.output and "See also:" in result.output
-    assert "not_found (evidence score 0.04)" in result.output
-    unknown = runner.invoke(app, ["answers", "nope", "--data-root", str(tmp_path)])
-    assert unknown.exit_code == 2 and "no such questions" in unknown.output
+    assert "not_found (evidence score 0.04)" in result.output and "[1]" not in result.output

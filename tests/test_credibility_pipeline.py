@@ -10,7 +10,7 @@ from hifirag_core.corpus.store import Corpus
 from hifirag_core.examples import ExampleSet
 from hifirag_core.questions import Question
 from hifirag_core.records import SearchResultRecord, UrlDecisionRecord
-from hifirag_core.runtime import blob_store, build_runtime
+from hifirag_core.runtime import RunContext, blob_store, build_runtime
 from hifirag_core.stages import StageOutput, filter_urls
 from hifirag_core.variants import variant_overrides
 
@@ -38,16 +38,17 @@ def _search_output() -> StageOutput:
                                   for i, (u, t, s) in enumerate(hits, 1)])
 
 
-def _decide(root, variant: str) -> list[UrlDecisionRecord]:
-    cfg = build_config(variant_overrides(variant), {"url_filter": {"max_urls": 1, "min_relative_score": 0.0}})
-    rt = build_runtime(cfg, root, ExampleSet("", ()))
+def _decide(root, variant: str, **credibility: object) -> list[UrlDecisionRecord]:
+    cfg = build_config(variant_overrides(variant), {"url_filter": {"max_urls": 1, "min_relative_score": 0.0},
+                                                    "credibility": credibility})
+    rt = build_runtime(RunContext("t", str(root), cfg, ExampleSet("", ())))
     out = filter_urls(Question("q1", "Does the flu shot give you the flu?", None, 1), _search_output(), rt)
     return [r for r in out.records if isinstance(r, UrlDecisionRecord)]
 
 
 def test_the_prior_demotes_forums_and_blogs_and_every_row_says_why(root):
     plain = {r.url: r for r in _decide(root, "final")}
-    weighted = {r.url: r for r in _decide(root, "final_credibility")}
+    weighted = {r.url: r for r in _decide(root, "final_credibility", strength=1.0)}  # the paper's sim x prior
     assert plain[FORUM].kept and not plain[OFFICIAL].kept
     assert weighted[OFFICIAL].kept and not weighted[FORUM].kept
     assert (weighted[OFFICIAL].source_type, weighted[FORUM].source_type, weighted[BLOG].source_type) == (
@@ -56,3 +57,13 @@ def test_the_prior_demotes_forums_and_blogs_and_every_row_says_why(root):
     assert weighted[FORUM].final_score == pytest.approx(weighted[FORUM].score * 0.40)
     assert all(r.final_score is None and r.source_type for r in plain.values())  # typed even with the prior off
     assert weighted[OFFICIAL].method.endswith("+prior")
+
+
+def test_the_default_strength_only_nudges_the_order(root):
+    """At the experiment's default lambda a forum that matches the words clearly better keeps its place."""
+    strength = build_config(variant_overrides("final_credibility")).credibility.strength
+    assert 0 < strength < 1
+    gentle = {r.url: r for r in _decide(root, "final_credibility")}
+    assert gentle[FORUM].kept and not gentle[OFFICIAL].kept
+    assert gentle[FORUM].final_score == pytest.approx(gentle[FORUM].score * 0.40 ** strength)
+    assert gentle[OFFICIAL].final_score == pytest.approx(gentle[OFFICIAL].score * 0.90 ** strength)

@@ -1,4 +1,4 @@
-"""Priors, sim x lambda ordering, smoothing, the oracle update, clipping and the pool-size effect."""
+"""Priors, sim x prior ** strength ordering, smoothing, the feedback update, clipping and the pool-size effect."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from hifirag_core.config import CredibilityConfig, build_config, parse_overrides
-from hifirag_core.credibility.priors import DEFAULT_PRIORS, clip_weight, resolve_priors, scale_spread
+from hifirag_core.credibility.priors import DEFAULT_PRIORS, clip_weight, resolve_priors
 from hifirag_core.credibility.rerank import (
     CredibilityReranker,
     PriorScore,
@@ -15,9 +15,10 @@ from hifirag_core.credibility.rerank import (
     score_with_prior,
     smooth_weights,
     weight_vector,
+    with_strength,
 )
 from hifirag_core.credibility.sources import SOURCE_TYPES
-from hifirag_core.credibility.update import FeedbackRule, converged_at, oracle_feedback, update_weights
+from hifirag_core.credibility.update import FeedbackRule, converged_at, correctness_feedback, update_weights
 
 
 def unit(*rows: list[float]) -> np.ndarray:
@@ -55,15 +56,11 @@ def test_priors_can_be_set_from_the_command_line_overrides() -> None:
     assert resolve_priors(config.credibility)["ai_generated"] == 0.1
 
 
-def test_scale_spread_flattens_keeps_and_stretches() -> None:
-    mean = sum(DEFAULT_PRIORS.values()) / 8  # 0.6125
-    flat = scale_spread(DEFAULT_PRIORS, 0.0)
-    assert all(w == pytest.approx(mean) for w in flat.values())
-    assert scale_spread(DEFAULT_PRIORS, 1.0) == pytest.approx(dict(DEFAULT_PRIORS))
-    doubled = scale_spread(DEFAULT_PRIORS, 2.0)
-    assert doubled["blog"] == pytest.approx(mean + 2 * (0.50 - mean))  # 0.3875
-    assert doubled["peer_reviewed"] == 1.0  # 1.2875 clipped
-    assert doubled["ai_generated"] == 0.10  # -0.0125 clipped
+def test_strength_defaults_to_the_paper_and_rejects_negative_values() -> None:
+    assert CredibilityConfig().strength >= 0
+    with pytest.raises(ValidationError):
+        CredibilityConfig(strength=-0.5)
+    assert build_config(overrides=parse_overrides(["credibility.strength=0.25"])).credibility.strength == 0.25
 
 
 # --- ordering ------------------------------------------------------------------------------------
@@ -75,6 +72,19 @@ def test_sim_times_prior_reorders_candidates() -> None:
     # scores 0.27, 0.765, 0.40
     assert rerank_order(sims, weights).tolist() == [1, 2, 0]
     assert rerank_order(sims, np.ones(3)).tolist() == [0, 1, 2]
+
+
+def test_strength_zero_is_similarity_one_is_the_paper_and_more_weighs_the_prior_more() -> None:
+    sims = np.array([0.90, 0.60])
+    priors = np.array([0.30, 0.90])  # ai_generated, government: prior ratio 3
+    assert with_strength(priors, 0.0).tolist() == [1.0, 1.0]
+    assert with_strength(priors, 1.0).tolist() == pytest.approx(priors.tolist())
+    assert rerank_order(sims, with_strength(priors, 0.0)).tolist() == [0, 1]
+    # 0.9 * 0.3**s vs 0.6 * 0.9**s: the government page wins once 3**s > 1.5, i.e. s > 0.369
+    assert rerank_order(sims, with_strength(priors, 0.3)).tolist() == [0, 1]
+    assert rerank_order(sims, with_strength(priors, 0.4)).tolist() == [1, 0]
+    with pytest.raises(ValueError, match="at least 0"):
+        with_strength(priors, -1.0)
 
 
 def test_ties_break_by_similarity_then_position() -> None:
@@ -169,12 +179,20 @@ URLS = ["https://www.reddit.com/r/AskDocs/comments/a1/x/", "https://www.cdc.gov/
 
 
 def test_score_with_prior_multiplies_similarity_by_the_prior() -> None:
-    scores = score_with_prior(URLS, [0.8, 0.7, 0.6], CredibilityConfig(enabled=True))
+    scores = score_with_prior(URLS, [0.8, 0.7, 0.6], CredibilityConfig(enabled=True, strength=1.0))
     assert scores == [
         PriorScore("user_generated", 0.40, pytest.approx(0.32)),
         PriorScore("government", 0.90, pytest.approx(0.63)),
         PriorScore("unknown", 0.35, pytest.approx(0.21)),
     ]
+
+
+def test_score_with_prior_raises_the_prior_to_the_configured_strength() -> None:
+    scores = score_with_prior(URLS, [0.8, 0.7, 0.6], CredibilityConfig(enabled=True, strength=0.5))
+    assert [s.prior for s in scores] == [0.40, 0.90, 0.35]  # the row still reports the type's prior
+    assert [s.final_score for s in scores] == pytest.approx([0.8 * 0.40 ** 0.5, 0.7 * 0.90 ** 0.5, 0.6 * 0.35 ** 0.5])
+    flat = score_with_prior(URLS, [0.8, 0.7, 0.6], CredibilityConfig(enabled=True, strength=0.0))
+    assert [s.final_score for s in flat] == pytest.approx([0.8, 0.7, 0.6])
 
 
 def test_score_with_prior_disabled_reports_the_prior_but_keeps_similarity() -> None:
@@ -192,7 +210,7 @@ def test_score_with_prior_explicit_types_and_config_priors() -> None:
 
 def test_score_with_prior_smoothing_over_candidates() -> None:
     vectors = unit([1, 0], [1, 0.2], [0, 1])
-    config = CredibilityConfig(enabled=True, smoothing=True, smoothing_neighbours=1)
+    config = CredibilityConfig(enabled=True, smoothing=True, smoothing_neighbours=1, strength=1.0)
     scores = score_with_prior(URLS, [0.8, 0.7, 0.6], config, vectors=vectors)
     # candidate 0's nearest other candidate is 1 (government): 0.4 + 0.1 * cos(0,1) * 0.9
     cos01 = float(vectors[0] @ vectors[1])
@@ -207,17 +225,15 @@ def test_score_with_prior_lengths_must_match() -> None:
         score_with_prior(URLS, [0.1, 0.2], CredibilityConfig(enabled=True))
 
 
-# --- the oracle update ---------------------------------------------------------------------------
+# --- the update from simulated feedback ---------------------------------------------------------
 
 
-def test_oracle_feedback_is_the_mean_delta_per_type() -> None:
-    feedback = oracle_feedback(["government", "government", "blog", "ai_generated", "blog"],
-                               [False, False, True, False, False], expected_type="government")
-    assert feedback == pytest.approx({"government": 0.3, "blog": (-0.5 - 0.1) / 2, "ai_generated": -0.1})
-
-
-def test_adversarial_is_checked_before_the_type_match() -> None:
-    assert oracle_feedback(["government"], [True], "government") == {"government": -0.5}
+def test_feedback_is_the_mean_delta_per_type_from_correctness_alone() -> None:
+    feedback = correctness_feedback(["government", "government", "blog", "ai_generated", "blog"],
+                                    [True, False, False, True, True])
+    assert feedback == pytest.approx({"government": (0.3 - 0.5) / 2, "blog": (-0.5 + 0.3) / 2, "ai_generated": 0.3})
+    with pytest.raises(ValueError, match="correctness flags"):
+        correctness_feedback(["blog"], [True, False])
 
 
 def test_update_formula_by_hand() -> None:

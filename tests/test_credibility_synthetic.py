@@ -1,4 +1,5 @@
-"""Synthetic copies: reproducible with a seed, adversarial copies really change claims; corpus labels."""
+"""Renditions and corruptions: reproducible with a seed, corruptions change what a text asserts,
+every URL shape reads as its type; the corpus at each correlation and the rates behind it."""
 
 from __future__ import annotations
 
@@ -12,87 +13,133 @@ import pytest
 
 from hifirag_core.credibility.corpus import (
     CORPUS_NAMESPACE,
+    DEFAULT_TYPE_SHARES,
+    REALISTIC_RATES,
     CorpusSpec,
     build_corpus,
-    embedding_text,
+    corruption_rates,
     iter_medquad,
-    make_copy,
-    render_original,
+    make_rendition,
+    plan_corpus,
+    query_half,
+    realize,
 )
 from hifirag_core.credibility.sources import classify_source
 from hifirag_core.credibility.synthetic import (
+    CORPUS_TYPES,
     LOW_CREDIBILITY_TYPES,
-    change_numbers,
+    change_date,
+    change_dose,
+    corrupt,
     excerpt,
-    make_misleading,
+    frame,
+    negate_claim,
     paraphrase,
-    reverse_claims,
-    swap_drugs,
     synthetic_url,
 )
 from tests.credibility_helpers import medquad_path
 
 ANSWER = ("Cystic fibrosis is inherited in an autosomal recessive pattern. It affects about 1 in 3,500 "
-          "newborns; in 2019 about 30,000 people in the US had it. Treatment may include antibiotics and "
-          "insulin. Mutations in the CFTR gene increase the risk of lung infections. It is not contagious.")
+          "newborns; in 2019 about 30,000 people in the US had it. Symptoms usually begin in early childhood, "
+          "often within 2 weeks of birth. Type 1 diabetes may develop by age 20. Treatment may include 500 mg "
+          "of antibiotics.")
 
 
-def test_reverse_claims_flips_polarity_and_keeps_case() -> None:
-    out = reverse_claims("Mutations Increase the risk. It is not contagious and is inherited in a recessive pattern.")
-    assert out.text == "Mutations Decrease the risk. It is contagious and is inherited in a dominant pattern."
-    assert out.changes == ("flip:increase->decrease", "flip:is not->is", "flip:recessive->dominant")
+# --- corruptions ---------------------------------------------------------------------------------
 
 
-def test_reverse_claims_swaps_once_not_back() -> None:
-    assert reverse_claims("increase or decrease").text == "decrease or increase"
-    assert reverse_claims("cancer screening").changes == ()  # "can" inside a word is left alone
+def test_dose_edit_scales_quantities_but_not_years_ages_durations_or_names() -> None:
+    out = change_dose(ANSWER, random.Random(1))
+    assert out.kind == "dose"
+    assert {c.split("->")[0] for c in out.changes} == {"dose:1", "dose:3,500", "dose:30,000", "dose:500"}
+    for kept in ("in 2019", "within 2 weeks", "age 20", "Type 1 diabetes"):
+        assert kept in out.text
+    assert " 500 mg" not in out.text
 
 
-def test_numbers_change_but_years_and_gene_names_do_not() -> None:
-    out = change_numbers("BRCA1 raises risk for 1 in 3,500 people since 2019.", random.Random(0))
-    assert "BRCA1" in out.text and "2019" in out.text
-    assert "3,500" not in out.text
-    assert {c.split("->")[0] for c in out.changes} == {"number:1", "number:3,500"}
+def test_date_edit_moves_years_ages_durations_and_life_stages() -> None:
+    out = change_date(ANSWER, random.Random(2))
+    kinds = sorted(c.split("->")[0] for c in out.changes)
+    assert kinds == ["date:2", "date:20", "date:2019", "date:early childhood"]
+    assert "2019" not in out.text and "early childhood" not in out.text
+    assert "1 in 3,500" in out.text and "500 mg" in out.text  # quantities untouched
 
 
-def test_drug_swaps_are_consistent_within_a_text() -> None:
-    out = swap_drugs("Insulin helps. Stop insulin before surgery; aspirin is fine.", random.Random(5))
-    replacement = out.changes[0].split("->")[1]
-    assert "insulin" not in out.text.lower()
-    assert out.text.lower().count(replacement.lower()) >= 2 or replacement.lower() == "aspirin"
-    assert len(out.changes) == 3
+def test_negation_negates_the_first_claim_with_an_auxiliary() -> None:
+    assert negate_claim("Cystic fibrosis is inherited.").text == "Cystic fibrosis is not inherited."
+    assert negate_claim("It appears early. It may occur on one side.").text == "It appears early. It may not occur on one side."
+    assert negate_claim("This cannot be cured.").changes == ("negation:cannot->can",)
+    assert negate_claim("It is not contagious.").text == "It is contagious."
+    fallback = negate_claim("Xylitol, a sugar alcohol found in plants.")
+    assert fallback.text.startswith("It is not true that xylitol") and fallback.changes == ("negation:first_sentence",)
 
 
-def test_misleading_copy_is_reproducible_and_records_every_change() -> None:
-    first = make_misleading(ANSWER, random.Random(42))
-    assert make_misleading(ANSWER, random.Random(42)) == first
-    assert first.text != ANSWER
-    kinds = {c.split(":")[0] for c in first.changes}
-    assert {"flip", "number", "drug"} <= kinds
-    assert "autosomal dominant" in first.text and "It is contagious" in first.text
-
-
-def test_misleading_falls_back_to_negation() -> None:
-    out = make_misleading("Xylitol is a sugar alcohol found in plants.", random.Random(1))
-    assert out.text.startswith("It is not true that xylitol is a sugar alcohol")
-    assert out.changes == ("negate:first_sentence",)
+def test_corrupt_prefers_a_dose_or_date_where_the_text_states_one() -> None:
+    kinds = {corrupt(ANSWER, random.Random(seed)).kind for seed in range(20)}
+    assert kinds == {"dose", "date"}
+    assert corrupt("Gout is a form of arthritis.", random.Random(0)).kind == "negation"
+    assert corrupt(ANSWER, random.Random(7)) == corrupt(ANSWER, random.Random(7))  # reproducible
 
 
 def test_paraphrase_keeps_claims() -> None:
     text = "Physicians require approximately 3 tests. Individuals with it are not contagious."
     assert paraphrase(text) == "Doctors need about 3 tests. People with it are not contagious."
-    assert reverse_claims(paraphrase(text)).changes == reverse_claims(text).changes
 
 
-def test_excerpt_takes_leading_sentences() -> None:
+def test_excerpt_takes_sentences_from_a_start() -> None:
     assert excerpt(ANSWER, 1, min_chars=10) == "Cystic fibrosis is inherited in an autosomal recessive pattern."
+    assert excerpt(ANSWER, 1, start=1, min_chars=10).startswith("It affects about 1 in 3,500")
 
 
-@pytest.mark.parametrize("source_type", LOW_CREDIBILITY_TYPES)
+@pytest.mark.parametrize("source_type", CORPUS_TYPES)
 def test_synthetic_urls_are_classified_as_their_type(source_type: str) -> None:
     rng = random.Random(9)
-    for _ in range(30):
-        assert classify_source(synthetic_url(source_type, "What are the symptoms of Asthma?", rng)) == source_type
+    for _ in range(40):
+        title, _ = frame(source_type, "Asthma", "What are the symptoms of Asthma?", "body", rng)
+        assert classify_source(synthetic_url(source_type, title, rng)) == source_type
+
+
+@pytest.mark.parametrize("source_type", CORPUS_TYPES)
+def test_every_frame_carries_the_question(source_type: str) -> None:
+    title, text = frame(source_type, "Asthma", "What are the symptoms of Asthma?", "BODY", random.Random(1))
+    assert "What are the symptoms of Asthma?" in f"{title}\n{text}" and text.endswith("BODY")
+
+
+# --- rates ---------------------------------------------------------------------------------------
+
+
+def _mean(rates: dict[str, float]) -> float:
+    return sum(DEFAULT_TYPE_SHARES[t] * rates[t] for t in rates) / sum(DEFAULT_TYPE_SHARES.values())
+
+
+def test_rates_run_from_none_through_realistic_to_total_at_a_fixed_overall_rate() -> None:
+    def at(c: float) -> dict[str, float]:
+        return corruption_rates(c, DEFAULT_TYPE_SHARES, REALISTIC_RATES)
+
+    mean = _mean(REALISTIC_RATES)
+    assert all(r == pytest.approx(mean) for r in at(0.0).values())
+    assert at(0.5) == pytest.approx(REALISTIC_RATES)
+    total = at(1.0)
+    assert all(total[t] == 0 for t in total if t not in LOW_CREDIBILITY_TYPES)
+    assert {round(total[t], 9) for t in LOW_CREDIBILITY_TYPES} == {round(total["blog"], 9)} and total["blog"] > 0
+    for c in (0.0, 0.1, 0.25, 0.5, 0.6, 0.75, 1.0):
+        assert _mean(at(c)) == pytest.approx(mean)
+    assert at(0.25)["government"] == pytest.approx((mean + REALISTIC_RATES["government"]) / 2)
+
+
+def test_rates_reject_impossible_settings() -> None:
+    with pytest.raises(ValueError, match="correlation"):
+        corruption_rates(1.5, DEFAULT_TYPE_SHARES, REALISTIC_RATES)
+    with pytest.raises(ValueError, match="cannot sit in the low-credibility types"):
+        corruption_rates(1.0, DEFAULT_TYPE_SHARES, dict.fromkeys(REALISTIC_RATES, 0.9))
+    with pytest.raises(ValueError, match="same types"):
+        corruption_rates(0.5, {"blog": 1.0}, REALISTIC_RATES)
+
+
+def test_halves_are_a_fixed_hash_of_the_query_id() -> None:
+    assert query_half("medquad:A:1#q1") == query_half("medquad:A:1#q1")
+    halves = [query_half(f"medquad:A:{i}#q") for i in range(400)]
+    assert 150 < halves.count("tune") < 250
 
 
 # --- corpus construction on a tiny hand-made MedQuAD-shaped file ---------------------------------
@@ -101,22 +148,21 @@ def test_synthetic_urls_are_classified_as_their_type(source_type: str) -> None:
 def _row(doc_id: str, focus: str, answers: list[str]) -> dict[str, object]:
     return {"doc_id": doc_id, "collection": "T", "url": f"https://www.nih.gov/{doc_id}", "focus": focus,
             "source_type": "government",
-            "qa": [{"qid": f"{doc_id}-{i}", "qtype": "information", "question": f"What is (are) {focus} ?",
+            "qa": [{"qid": f"{doc_id}-{i}", "qtype": "information", "question": f"Question {i} about {focus} ?",
                     "answer": a} for i, a in enumerate(answers)]}
 
 
 @pytest.fixture
 def tiny_medquad(tmp_path: Path) -> Path:
-    long = ANSWER + " " + ANSWER
-    rows = [_row("1", "Asthma", [long, "Short."]), _row("2", "asthma", [long]), _row("3", "Gout", [long]),
-            _row("4", "Lupus", [long]), _row("5", "Mumps", [long]), _row("5", "Measles", [long])]
+    rows = [_row("1", "Asthma", [ANSWER, ANSWER[::-1]]), _row("2", "asthma", [ANSWER]), _row("3", "Gout", [ANSWER]),
+            _row("4", "Lupus", [ANSWER, "Short."]), _row("5", "Mumps", [ANSWER]), _row("5", "Measles", [ANSWER])]
     path = tmp_path / "medquad_docs.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return path
 
 
-SPEC = CorpusSpec(seed=3, n_queries=3, min_answer_chars=100, n_distractor_copies=2)
+SPEC = CorpusSpec(seed=3, n_queries=3, min_answer_chars=100, n_background=2, renditions=(4, 4))
 
 
 def test_repeated_medquad_ids_get_unique_keys(tiny_medquad: Path) -> None:
@@ -124,80 +170,60 @@ def test_repeated_medquad_ids_get_unique_keys(tiny_medquad: Path) -> None:
     assert keys[-2:] == ["medquad:T:5", "medquad:T:5~2"]
 
 
-def test_render_original_has_headings_from_the_structure(tiny_medquad: Path) -> None:
-    doc = render_original(next(iter_medquad(tiny_medquad)))
-    assert doc.text.startswith("# Asthma\n\n## What is (are) Asthma?\n\n")
-    assert doc.source_type == "government" and doc.kind == "original"
-    assert embedding_text(doc, 20) == "Asthma\n# Asthma\n\n## What is"
-
-
 def test_corpus_is_reproducible_and_seed_dependent(tiny_medquad: Path) -> None:
-    first = build_corpus(tiny_medquad, SPEC)
-    again = build_corpus(tiny_medquad, SPEC)
-    assert again.data_fingerprint == first.data_fingerprint
-    assert [d.text for d in again.docs] == [d.text for d in first.docs]
-    other = build_corpus(tiny_medquad, CorpusSpec(seed=4, n_queries=3, min_answer_chars=100, n_distractor_copies=2))
-    assert other.data_fingerprint != first.data_fingerprint
+    first = plan_corpus(tiny_medquad, SPEC)
+    again = plan_corpus(tiny_medquad, SPEC)
+    assert again.fingerprint == first.fingerprint and again.renditions == first.renditions
+    other = plan_corpus(tiny_medquad, CorpusSpec(seed=4, n_queries=3, min_answer_chars=100, n_background=2))
+    assert other.fingerprint != first.fingerprint
 
 
-def test_corpus_composition_and_namespace(tiny_medquad: Path) -> None:
-    corpus = build_corpus(tiny_medquad, SPEC)
-    kinds = [d.kind for d in corpus.docs]
-    assert kinds.count("original") == 6
-    assert kinds.count("adversarial") == 3 and kinds.count("faithful") == 3 + 2
+def test_one_query_per_focus_and_renditions_by_role(tiny_medquad: Path) -> None:
+    plan = plan_corpus(tiny_medquad, SPEC)
+    assert len({q.focus.lower() for q in plan.queries}) == 3  # "Asthma" and "asthma" are one focus
+    keys = [q.question_key for q in plan.queries]
+    per_key = {k: sum(r.question_key == k for r in plan.renditions) for k in keys}
+    assert set(per_key.values()) == {4}
+    assert len(plan.renditions) == 3 * 4 + 2 * sum(q.focus == "Asthma" for q in plan.queries) + 2
+    assert all(r.doc_id.startswith("credx:") and r.source_type in CORPUS_TYPES for r in plan.renditions)
+
+
+def test_corrupted_texts_differ_and_the_draw_decides(tiny_medquad: Path) -> None:
+    plan = plan_corpus(tiny_medquad, SPEC)
+    for r in plan.renditions:
+        assert r.corrupted_text != r.faithful_text and r.changes
+    corpus = realize(plan, 0.5, SPEC)
     assert corpus.namespace == CORPUS_NAMESPACE
-    for doc in corpus.docs:
-        if doc.kind == "original":
-            assert doc.doc_id.startswith("medquad:")
-        else:
-            assert doc.doc_id.startswith("credx:")
-            assert doc.source_type in LOW_CREDIBILITY_TYPES
-            assert classify_source(doc.url) == doc.source_type
+    for r, d in zip(plan.renditions, corpus.docs, strict=True):
+        assert d.corrupted == (r.draw < corpus.rates[r.source_type])
+        assert d.text == (r.corrupted_text if d.corrupted else r.faithful_text)
+        assert corpus.correct[d.doc_id] == (not d.corrupted)
 
 
-def test_adversarial_copies_change_the_claims_of_their_answer(tiny_medquad: Path) -> None:
-    corpus = build_corpus(tiny_medquad, SPEC)
-    for doc in corpus.docs:
-        if doc.adversarial:
-            assert doc.changes
-            assert paraphrase(excerpt(ANSWER + " " + ANSWER, 5)) not in doc.text
-
-
-def test_labels_topical_and_government_only(tiny_medquad: Path) -> None:
-    corpus = build_corpus(tiny_medquad, SPEC)
-    by_id = {d.doc_id: d for d in corpus.docs}
-    for query in corpus.queries:
-        topical = corpus.labels["topical"][query.query_id]
-        government = corpus.labels["government_only"][query.query_id]
-        assert topical[query.gold_doc_id] == 2.0 and government[query.gold_doc_id] == 2.0
-        for doc_id in topical:
-            assert by_id[doc_id].focus.lower() == query.focus.lower()
-            assert not by_id[doc_id].adversarial
-        assert all(by_id[d].kind == "original" for d in government)
-        same_focus_copies = [d for d in corpus.docs if d.kind == "faithful" and d.focus.lower() == query.focus.lower()]
-        assert all(d.doc_id in topical and d.doc_id not in government for d in same_focus_copies)
-    asthma = [q for q in corpus.queries if q.focus.lower() == "asthma"]
-    for query in asthma:  # "Asthma" and "asthma" are the same focus
-        assert {"medquad:T:1", "medquad:T:2"} <= set(corpus.labels["government_only"][query.query_id])
-
-
-def test_too_few_answerable_documents_is_a_clear_error(tiny_medquad: Path) -> None:
+def test_too_few_foci_is_a_clear_error(tiny_medquad: Path) -> None:
     with pytest.raises(ValueError, match="lower n_queries"):
-        build_corpus(tiny_medquad, CorpusSpec(n_queries=50, min_answer_chars=100))
+        plan_corpus(tiny_medquad, CorpusSpec(n_queries=50, min_answer_chars=100))
 
 
-def test_copies_of_real_answers_change_claims() -> None:
+def test_renditions_of_real_answers_are_reproducible_and_corruptible() -> None:
     rows = list(itertools.islice(iter_medquad(medquad_path()), 150))
     made = 0
     for row in rows:
         for qa in row["qa"]:
             if len(qa["answer"]) < 200:
                 continue
-            faithful = make_copy(row, qa, "faithful", 1, 0, 5)
-            adversarial = make_copy(row, qa, "adversarial", 1, 0, 5)
-            assert adversarial.changes and not faithful.changes
-            assert make_copy(row, qa, "adversarial", 1, 0, 5) == adversarial  # reproducible
-            body = paraphrase(excerpt(qa["answer"], 5))
-            assert body not in adversarial.text and body in faithful.text
+            rendition = make_rendition(row, qa, 0, CorpusSpec())
+            assert make_rendition(row, qa, 0, CorpusSpec()) == rendition
+            assert rendition.corrupted_text != rendition.faithful_text and rendition.changes
+            assert classify_source(rendition.url) == rendition.source_type
             made += 1
     assert made > 150
+
+
+def test_realised_corruption_is_nested_as_a_types_rate_grows(tiny_medquad: Path) -> None:
+    plan = plan_corpus(tiny_medquad, SPEC)
+    low = build_corpus(tiny_medquad, SPEC, 0.0)
+    high = realize(plan, 1.0, SPEC)
+    for a, b in zip(low.docs, high.docs, strict=True):
+        if a.corrupted and high.rates[a.source_type] >= low.rates[a.source_type]:
+            assert b.corrupted

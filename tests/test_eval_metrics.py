@@ -133,10 +133,9 @@ def test_minilm_bertscore_orders_answers_and_scores_empty_as_zero():
 def _questions() -> list[AnsweredQuestion]:
     return [
         AnsweredQuestion("q1", "what limits bandwidth", "use max rate to limit bandwidth", 1,
-                         answer="use max rate to limit bandwidth", marked_text="use max rate to limit bandwidth [1]",
-                         source_urls=["u1"]),
+                         answer="use max rate to limit bandwidth", sentences=[("use max rate to limit bandwidth", ["u1"])]),
         AnsweredQuestion("q2", "what about nothing", None, 2, answer="some answer text here",
-                         marked_text="some answer text here [1]", source_urls=["u1"]),
+                         sentences=[("some answer text here", ["u1"])]),
         AnsweredQuestion("q3", "unanswered one", "a real reference text", 3, answer="", answer_status="no_answer"),
     ]
 
@@ -217,14 +216,35 @@ def test_gate_pairs_only_questions_both_scored():
     assert summary[0].n_paired == 1 and summary[0].diff == 0.0
 
 
+def test_a_metric_true_by_construction_is_reported_but_not_gated():
+    from hifirag_core.config import build_config
+    from hifirag_core.evaluation.compare import true_by_construction
+
+    cfg = build_evaluation_config(["bootstrap_resamples=300"])
+    offline = true_by_construction(build_config(), cfg)
+    assert set(offline) == {"citation_precision", "citation_recall"} and "copies" in offline["citation_recall"]
+    llm_writer = true_by_construction(build_config(overrides={"backends": {"writer_llm": "openai"}}), cfg)
+    assert set(llm_writer) == {"citation_precision"} and "0.6" in llm_writer["citation_precision"]
+    both_llm = build_config(overrides={"backends": {"writer_llm": "openai", "filter_llm": "openai"}})
+    assert true_by_construction(both_llm, cfg) == {}
+    base = {f"q{i}": 1.0 for i in range(30)}
+    worse = {q: 0.5 for q in base}
+    summary = summarize({"citation_recall": worse}, "final", cfg, offline)
+    assert not summary[0].gated and "copies" in summary[0].not_gated_reason
+    assert compare(summary, {"citation_recall": worse}, {"citation_recall": base}, "e0", cfg).verdict == "passed"
+    gated = summarize({"citation_recall": worse}, "final", cfg)
+    assert compare(gated, {"citation_recall": worse}, {"citation_recall": base}, "e0", cfg).verdict == "regressed"
+
+
 # --- abstention ------------------------------------------------------------------------------------
 
 
 def test_abstention_precision_recall_and_answered_and_cited_follow_the_labels():
     def q(qid: str, answerable: bool | None, abstained: bool, cites: bool = True, gold: bool = False):
         text = "The sources I found do not answer this question." if abstained else "An answer [1]."
-        return AnsweredQuestion(qid, "question", None, 1, answer=text, marked_text=text, source_urls=["u1"],
-                                has_gold=gold, answerable=answerable, abstained=abstained, cites=cites and not abstained)
+        cited = [] if abstained else [(text, ["u1"] if cites else [])]
+        return AnsweredQuestion(qid, "question", None, 1, answer=text, sentences=cited, has_gold=gold,
+                                answerable=answerable, abstained=abstained, cites=cites and not abstained)
 
     questions = [
         q("u1", False, True), q("u2", False, True), q("u3", False, False),  # unanswerable: 2 of 3 abstained

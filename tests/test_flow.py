@@ -12,7 +12,7 @@ from hifirag_core.warehouse import Warehouse
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 STAGE_TABLES = ("query_plans", "search_results", "url_decisions", "pages", "sections", "section_decisions",
-                "drafts", "citations", "answers", "stage_runs")
+                "drafts", "citations", "answer_sentences", "answers", "stage_runs")
 
 
 def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file, data_root, run_flow):
@@ -28,6 +28,16 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
         "SELECT text, cited_urls FROM answers WHERE run_id = ? AND question_id = 'T1'", [run_id]).rows[0]
     assert "--max-rate" in answer
     assert "https://docs.tidewater.example/sync.html" in cited
+    # the answer as the user reads it: each sentence followed by the [k] of its source (cited_urls[k - 1])
+    cited_text, sentences = w.query(
+        """SELECT a.cited_text, list(s.sentence ORDER BY s.sentence_index) FROM answers a
+           JOIN answer_sentences s USING (run_id, question_id)
+           WHERE run_id = ? AND question_id = 'T1' GROUP BY a.cited_text""", [run_id]).rows[0]
+    assert "[1]" in cited_text and cited_text.replace(" [1]", "").replace(" [2]", "").replace(" [3]", "") == answer
+    assert all(sentence in answer for sentence in sentences)
+    per_sentence = w.query("SELECT urls, support, method FROM answer_sentences WHERE run_id = ? AND urls <> []",
+                           [run_id]).rows
+    assert per_sentence and all(support >= 0.6 and method.startswith("offline+") for _, support, method in per_sentence)
     (junk,) = w.query("SELECT count(*) FROM answers WHERE text ILIKE '%documentation generator%'").rows[0]
     assert junk == 0
     counts = {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0] for t in STAGE_TABLES}
@@ -63,13 +73,13 @@ def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(q
 def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, run_flow, monkeypatch):
     from hifirag_core.backends.base import TransientError
     from hifirag_core.backends.offline import LocalFetcher
-    from tasks import fetch
+    from tasks.stages import STAGE_TASKS
 
     def broken(self, url):
         raise TransientError("connection reset")
 
     monkeypatch.setattr(LocalFetcher, "fetch", broken)
-    monkeypatch.setattr(fetch.fetch_pages, "retry_delay_seconds", [0, 0])
+    monkeypatch.setattr(STAGE_TASKS["fetch"], "retry_delay_seconds", [0, 0])
     summary = run_flow(questions_file)
     assert summary["status"] == "partial" and summary["n_failed"] == 3
     w = Warehouse(data_root)

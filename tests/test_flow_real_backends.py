@@ -77,3 +77,56 @@ def test_a_spent_budget_stops_paying_and_the_run_finishes_and_says_so(web, quest
     assert calls_made < 3 * 6  # later paid calls never reached the server
     (n,) = w.query("SELECT count(*) FROM stage_runs WHERE run_id = ?", [summary["run_id"]]).rows[0]
     assert n == 30  # every question still has a row for every stage
+
+
+def test_an_llm_writer_without_markers_gets_per_sentence_citations_and_citation_recall(data_root, questions_file,
+                                                                                       run_flow):
+    import re
+
+    from hifirag_core.embeddings import Embedder
+    from hifirag_core.evaluation.compare import by_metric
+    from hifirag_core.evaluation.scoring import (
+        embedding_similarity,
+        load_answers,
+        load_source_texts,
+        score_questions,
+    )
+
+    search, _ = corpus_web(data_root)
+    with fake_services(search=search) as fakes, fakes.environment():
+        overrides = [*fakes.config_overrides_pairs(llm="openai"), "backends.search=local", "backends.fetch=local"]
+        summary = run_flow(questions_file, overrides)
+    w = Warehouse(data_root)
+    run_id = summary["run_id"]
+    drafts = [t for (t,) in w.query("SELECT text FROM drafts WHERE run_id = ? AND text IS NOT NULL", [run_id]).rows]
+    assert drafts and not any(re.search(r"\[\d+\]", t) for t in drafts)  # the paper's prompts ask for no markers
+    rows = w.query("SELECT method, urls FROM answer_sentences WHERE run_id = ?", [run_id]).rows
+    assert rows and any(urls for _, urls in rows) and all(m.startswith("llm") for m, _ in rows)
+    cited = w.query("SELECT cited_text FROM answers WHERE run_id = ? AND cited_text LIKE '%[1]%'", [run_id]).rows
+    assert cited  # the answer the user reads carries the citation stage's markers
+    questions = load_answers(w, run_id)
+    scored = score_questions(questions, variant="final", dataset="test", spec=None,
+                             similarity=embedding_similarity(Embedder(data_root / "cache" / "vectors.sqlite").encode),
+                             support_threshold=0.42, source_texts=load_source_texts(w, run_id), known_item=None,
+                             costs={}, latencies={}, echo={})
+    recall = [v for v in by_metric(scored.records)["citation_recall"].values() if v is not None]
+    assert recall and sum(recall) / len(recall) > 0.5
+
+
+def test_a_run_against_a_server_that_is_not_there_says_why_and_pays_nothing(questions_file, data_root, run_flow):
+    from tests.llama_server import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    summary = run_flow(questions_file, ["backends.filter_llm=openai", "backends.writer_llm=openai",
+                                        f"models.openai_base_url={dead}", "models.openai_api_key_optional=true",
+                                        "limits.retries=0"])
+    assert (summary["n_answered"], summary["n_failed"], summary["llm_calls_paid"]) == (0, 3, 0)
+    assert summary["llm_calls_unbilled"] > 0
+    (reason, n), = summary["unanswered"].items()
+    assert n == 3 and reason.startswith("draft failed: openai: connection error")
+    assert summary["backend_errors"] == {"openai gemini-2.5-flash: failed": summary["llm_calls_unbilled"] - 3,
+                                         "openai gemini-2.5-pro: failed": 3}
+    assert any(note.startswith("3 question(s) without an answer: draft failed") for note in summary["notes"])
+    costs = Warehouse(data_root).query("SELECT sum(llm_calls_paid), sum(llm_calls_unbilled) FROM stage_costs "
+                                       "WHERE run_id = ?", [summary["run_id"]]).rows[0]
+    assert costs == (0, summary["llm_calls_unbilled"])

@@ -9,7 +9,7 @@ from hifirag_core.backends.factory import build_chat_model, build_filter_model, 
 from hifirag_core.backends.gemini import GeminiChatModel
 from hifirag_core.config import build_config
 from hifirag_core.limits import Budget, RunGuards
-from hifirag_core.llm.models import INTEGER_LIST_SCHEMA
+from hifirag_core.llm.models import object_schema
 from tests.fakes.gemini import GeminiFake
 from tests.fakes.server import Fault
 
@@ -41,9 +41,9 @@ def ask(model: GeminiChatModel, text: str = "Create efficient and concise Google
 
 def test_ok_call_is_recorded_with_tokens_thinking_cost_and_latency(gemini_fake: GeminiFake, make_guards) -> None:
     model = chat_model(gemini_fake, make_guards, role="writer")
-    reply = ask(model, schema={"type": "array", "items": {"type": "string"}})
+    reply = ask(model, schema=object_schema("queries", "string"))
     call = reply.call
-    assert reply.text is not None and reply.text.startswith("[")
+    assert reply.text is not None and reply.text.startswith('{"queries": [')
     assert (call.status, call.backend, call.model, call.role) == ("ok", "gemini", "gemini-2.5-pro", "writer")
     assert (call.prompt_name, call.prompt_hash, call.stage, call.attempts) == ("query_plan", "h123", "query_plan", 1)
     assert call.tokens_in and call.tokens_out and call.tokens_thinking == 40
@@ -56,7 +56,8 @@ def test_ok_call_is_recorded_with_tokens_thinking_cost_and_latency(gemini_fake: 
 def test_request_wire_format(gemini_fake: GeminiFake, make_guards) -> None:
     model = chat_model(gemini_fake, make_guards)
     turns = [ChatTurn("user", "first"), ChatTurn("model", "reply"), ChatTurn("user", "second")]
-    model.chat(turns, stage="refine", prompt_name="refine", prompt_hash="h", response_schema=INTEGER_LIST_SCHEMA)
+    model.chat(turns, stage="refine", prompt_name="refine", prompt_hash="h",
+               response_schema=object_schema("sections", "integer"))
     request = gemini_fake.requests[-1]
     assert request.path == "/v1/models/gemini-2.5-flash:generateContent" or request.path.startswith("/v1beta/")
     assert request.headers["x-goog-api-key"] == gemini_fake.api_key
@@ -65,7 +66,30 @@ def test_request_wire_format(gemini_fake: GeminiFake, make_guards) -> None:
     assert [c["role"] for c in body["contents"]] == ["user", "model", "user"]
     assert body["contents"][1]["parts"] == [{"text": "reply"}]
     assert body["generationConfig"]["responseMimeType"] == "application/json"
-    assert body["generationConfig"]["responseSchema"] == {"type": "ARRAY", "items": {"type": "INTEGER"}}
+    # an object at the root, without additionalProperties (the Developer API's Schema has no such field)
+    assert body["generationConfig"]["responseSchema"] == {
+        "type": "OBJECT", "properties": {"sections": {"type": "ARRAY", "items": {"type": "INTEGER"}}},
+        "required": ["sections"]}
+
+
+def test_the_fake_rejects_what_the_api_rejects_in_a_response_schema(gemini_fake: GeminiFake, make_guards) -> None:
+    import httpx
+
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"responseMimeType": "application/json",
+                                 "responseSchema": {"type": "OBJECT", "additionalProperties": False,
+                                                    "properties": {"q": {"type": "ARRAY", "items": {"type": "STRING"}}}}}}
+    url = f"{gemini_fake.base_url}/v1beta/models/gemini-2.5-flash:generateContent"
+    refused = httpx.post(url, json=body, headers={"x-goog-api-key": gemini_fake.api_key})
+    assert refused.status_code == 400 and refused.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert 'Unknown name "additionalProperties"' in refused.json()["error"]["message"]
+    body["generationConfig"]["responseSchema"]["properties"]["q"]["items"] = {"type": "TEXT"}
+    del body["generationConfig"]["responseSchema"]["additionalProperties"]
+    assert httpx.post(url, json=body, headers={"x-goog-api-key": gemini_fake.api_key}).status_code == 400
+    # the adapter drops additionalProperties, so the pipeline's strict-mode schemas pass
+    reply = ask(chat_model(gemini_fake, make_guards), schema={"type": "object", "additionalProperties": False,
+                                                              "properties": {"q": {"type": "string"}}})
+    assert reply.call.status == "ok"
 
 
 def test_429_with_retry_after_is_retried_after_that_delay(gemini_fake: GeminiFake, make_guards, sleeps) -> None:

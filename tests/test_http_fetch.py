@@ -22,6 +22,10 @@ ROUTES = {
     "/doc.pdf": Response(200, b"%PDF-1.7 binary...", content_type="application/pdf"),
     "/image": Response(200, b"\x89PNG\r\n\x1a\n....", content_type="image/png"),
     "/pdf-as-html": Response(200, b"%PDF-1.5 lies", content_type="text/html"),
+    "/html-as-pdf": Response(200, b"no signature here", content_type="application/pdf"),
+    "/page-as-pdf": Response(200, b"<html><head><title>Just a moment...</title></head></html>",
+                             content_type="application/pdf"),
+    "/big.pdf": Response(200, b"%PDF-1.7\n" + b"0" * 5000, content_type="application/pdf"),
     "/untyped": Response(200, HTML.encode(), content_type=""),
     "/big": Response(200, "<html>" + "x" * 5000 + "</html>", content_type="text/html"),
     "/big-chunked": Response(200, "<html>" + "x" * 5000 + "</html>", content_type="text/html", chunked=True),
@@ -90,9 +94,11 @@ def test_html_page(site: SiteFake, make_guards) -> None:
 
 @pytest.mark.parametrize(("path", "status", "kind"), [
     ("/plain", "ok", "text"),
-    ("/doc.pdf", "unsupported_type", "pdf"),
+    ("/doc.pdf", "ok", "pdf"),
     ("/image", "unsupported_type", "binary"),
-    ("/pdf-as-html", "unsupported_type", "pdf"),
+    ("/pdf-as-html", "ok", "pdf"),
+    ("/html-as-pdf", "unsupported_type", "binary"),
+    ("/page-as-pdf", "ok", "html"),  # an error or challenge page under a PDF's type: judged as a page
     ("/untyped", "ok", "html"),
 ])
 def test_content_types(site: SiteFake, make_guards, path: str, status: str, kind: str) -> None:
@@ -101,7 +107,7 @@ def test_content_types(site: SiteFake, make_guards, path: str, status: str, kind
     assert (result.body is None) == (status != "ok")
 
 
-@pytest.mark.parametrize("path", ["/big", "/big-chunked"])
+@pytest.mark.parametrize("path", ["/big", "/big-chunked", "/big.pdf"])
 def test_size_cap(site: SiteFake, make_guards, path: str) -> None:
     result = make_fetcher(make_guards, max_bytes=1000).fetch(url(site, path))
     assert result.status == "too_large" and result.body is None and "1000 bytes" in result.error
@@ -151,14 +157,14 @@ def test_redirect_limit(site: SiteFake, make_guards) -> None:
 ])
 def test_redirect_to_an_internal_address_is_refused(site: SiteFake, make_guards, path: str, reason: str) -> None:
     result = make_fetcher(make_guards).fetch(url(site, path))
-    assert result.status == "blocked" and reason in result.error and result.body is None
+    assert result.status == "refused" and reason in result.error and result.body is None
 
 
 def test_loopback_needs_the_explicit_flag(site: SiteFake, make_guards) -> None:
     result = make_fetcher(make_guards, allow_loopback=False).fetch(url(site, "/page"))
-    assert result.status == "blocked" and "loopback" in result.error
+    assert result.status == "refused" and "loopback" in result.error
     direct = make_fetcher(make_guards, allow_loopback=False).fetch(site.base_url + "/page")
-    assert direct.status == "blocked"
+    assert direct.status == "refused"
     assert site.count() == 0
 
 
@@ -176,13 +182,13 @@ def test_loopback_needs_the_explicit_flag(site: SiteFake, make_guards) -> None:
 ])
 def test_ssrf_guard_refuses_internal_targets(make_guards, target: str, reason: str) -> None:
     result = make_fetcher(make_guards).fetch(target)
-    assert result.status == "blocked" and reason in result.error
+    assert result.status == "refused" and reason in result.error
 
 
 def test_dns_answer_that_changes_after_the_check_is_refused_at_connect(site: SiteFake, make_guards) -> None:
     resolver = Resolver()
     result = make_fetcher(make_guards, resolver=resolver).fetch(url(site, "/page", host="rebind.test"))
-    assert result.status == "blocked" and "10.1.2.3" in result.error
+    assert result.status == "refused" and "10.1.2.3" in result.error
     assert resolver.calls.count("rebind.test") == 2 and site.count() == 0
 
 
@@ -232,4 +238,4 @@ def test_factory_builds_the_guarded_fetcher_without_loopback() -> None:
     cfg = build_config(overrides={"backends": {"fetch": "http"}})
     fetcher = build_fetcher(cfg, guards=RunGuards(cfg.limits, sleep=lambda s: None))
     assert isinstance(fetcher, HttpFetcher)
-    assert fetcher.fetch("http://127.0.0.1:9/").status == "blocked"
+    assert fetcher.fetch("http://127.0.0.1:9/").status == "refused"

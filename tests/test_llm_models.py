@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
 import pytest
 
 from hifirag_core.backends.base import (
@@ -22,11 +23,10 @@ from hifirag_core.backends.base import (
     UrlCandidate,
 )
 from hifirag_core.llm.models import (
-    INTEGER_LIST_SCHEMA,
-    STRING_LIST_SCHEMA,
     LLMFilterModel,
     LLMWriterModel,
     apply_fallback,
+    object_schema,
 )
 from hifirag_core.prompts import PromptSet
 from hifirag_core.records import LLMCallRecord
@@ -70,12 +70,14 @@ def reverse_scorer(query: str, texts: list[str]) -> list[float]:
     return [float(i) for i in range(len(texts))]
 
 
-def test_plan_queries_renders_a1_with_a_string_list_schema() -> None:
+def test_plan_queries_renders_a1_with_an_object_rooted_schema() -> None:
     chat = ScriptedChat('["python venv", "create virtual environment"]')
     d = LLMFilterModel(chat, PROMPTS).plan_queries("How do I make a venv?", max_queries=2)
     assert d.status == "ok" and d.value == ["python venv", "create virtual environment"] and d.method == "llm"
     call = chat.calls[0]
-    assert call["schema"] == STRING_LIST_SCHEMA and call["prompt_name"] == "query_plan"
+    assert call["schema"] == {"type": "object", "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
+                              "required": ["queries"], "additionalProperties": False}
+    assert call["prompt_name"] == "query_plan"
     assert call["prompt_hash"] == PROMPTS["query_plan"].hash
     assert "How do I make a venv?" in call["turns"][0].text and "1-2 best" in call["turns"][0].text
     assert d.calls[0].prompt_hash == PROMPTS["query_plan"].hash
@@ -131,13 +133,27 @@ def test_no_candidates_means_no_call() -> None:
     assert chat.calls == []
 
 
-def test_rank_sections_uses_zero_based_labels_and_an_integer_schema() -> None:
+def test_rank_sections_uses_zero_based_labels_and_an_object_rooted_schema() -> None:
     chat = ScriptedChat('["5", 0, 0, 17]')
     d = LLMFilterModel(chat, PROMPTS).rank_sections("q", PAGE, SECTIONS, max_sections=4)
     assert d.value == [5, 0] and d.status == "ok"
     text = chat.calls[0]["turns"][0].text
     assert "[0] H0: preview 0" in text and "[5] H5: preview 5" in text
-    assert chat.calls[0]["schema"] == INTEGER_LIST_SCHEMA
+    assert chat.calls[0]["schema"] == object_schema("sections", "integer")
+
+
+def test_every_structured_call_sends_an_object_rooted_schema_and_reads_the_wrapped_reply() -> None:
+    chat = ScriptedChat('{"queries": ["a b"]}', '{"urls": ["https://site2.example/page"]}', '{"sections": [1]}',
+                        '{"sources": [2]}')
+    model = LLMFilterModel(chat, PROMPTS)
+    assert model.plan_queries("q", max_queries=2).value == ["a b"]
+    assert model.select_urls("q", CANDS, max_urls=3).value == [2]
+    assert model.rank_sections("q", PAGE, SECTIONS, max_sections=3).value == [1]
+    assert model.verify_citations("q", "This answer has words.", SOURCES).value[0].sources == (2,)
+    for call in chat.calls:
+        schema = call["schema"]
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert schema["required"] == list(schema["properties"])
 
 
 def test_rank_sections_fallback_top_k_by_similarity() -> None:
@@ -146,19 +162,40 @@ def test_rank_sections_fallback_top_k_by_similarity() -> None:
     assert d.value == [5, 4] and d.status == "parse_error" and "out of range: 99" in d.error
 
 
-def test_verify_citations_returns_source_numbers() -> None:
+def test_verify_citations_returns_each_sentences_sources_among_the_models() -> None:
     chat = ScriptedChat("[3, 1, 9]")
-    d = LLMFilterModel(chat, PROMPTS).verify_citations("q", "An answer.", SOURCES)
-    assert d.value == [3, 1]
+    d = LLMFilterModel(chat, PROMPTS).verify_citations("q", "An answer with words. Another claim here.", SOURCES)
+    assert [c.sources for c in d.value] == [(1, 3), (1, 3)]  # no support function: every kept source
+    assert [c.text for c in d.value] == ["An answer with words.", "Another claim here."]
     text = chat.calls[0]["turns"][0].text
-    assert "Answer: An answer." in text and "[2] Source 2" in text
+    assert "Answer: An answer with words. Another claim here." in text and "[2] Source 2" in text
+    assert chat.calls[0]["schema"] == object_schema("sources", "integer")
 
 
-@pytest.mark.parametrize(("fallback", "expected"), [("keep_all", [1, 2, 3]), ("keep_none", []), ("top_k", [1])])
-def test_verify_citations_fallbacks(fallback: str, expected: list[int]) -> None:
+def test_verify_citations_picks_each_sentences_source_by_support_and_follows_the_writers_marker() -> None:
+    def support(sentences: list[str], sources: list[SourceDoc]) -> np.ndarray:  # sentence i matches source i + 1
+        return np.array([[0.9 if j == i else 0.2 for j in range(len(sources))] for i in range(len(sentences))])
+
+    chat = ScriptedChat('{"sources": [1, 2, 3]}', '{"sources": [1, 2]}')
+    model = LLMFilterModel(chat, PROMPTS, support=support)
+    d = model.verify_citations("q", "First claim is here. Second claim is here. Third claim is here.", SOURCES)
+    assert [c.sources for c in d.value] == [(1,), (2,), (3,)]
+    assert [c.method for c in d.value] == ["llm+support"] * 3 and d.value[0].support == 0.9
+    assert d.scores == [0.9, 0.9, 0.9]
+    marked = model.verify_citations("q", "First claim is here. [2] Third claim is here. [3]", SOURCES)
+    # the marker wins among the model's sources (the first sentence is closest to source 1); a marked
+    # source the model did not keep is never cited (the second goes to its best supporting source)
+    assert [c.sources for c in marked.value] == [(2,), (2,)]
+    assert [c.method for c in marked.value] == ["llm+marker", "llm+support"]
+    # the model reads the answer as the user does
+    assert "Answer: First claim is here. Third claim is here.\n" in chat.calls[1]["turns"][0].text
+
+
+@pytest.mark.parametrize(("fallback", "expected"), [("keep_all", (1, 2, 3)), ("keep_none", ()), ("top_k", (1,))])
+def test_verify_citations_fallbacks(fallback: str, expected: tuple[int, ...]) -> None:
     d = LLMFilterModel(ScriptedChat("cannot tell"), PROMPTS, citation_fallback=fallback).verify_citations(
-        "q", "An answer.", SOURCES)
-    assert d.value == expected and d.status == "parse_error"
+        "q", "An answer with words.", SOURCES)
+    assert d.value[0].sources == expected and d.status == "parse_error"
 
 
 def test_writer_two_passes_form_one_conversation() -> None:
@@ -205,7 +242,7 @@ def test_identities_name_backend_model_prompt_hashes_and_fallbacks() -> None:
     f = LLMFilterModel(ScriptedChat(), PROMPTS, url_fallback="keep_all")
     for name in ("query_plan", "url_filter", "section_rank", "citations"):
         assert f"{name}={PROMPTS[name].hash}" in f.identity
-    assert f.identity.startswith("llm-filter/v1|scripted|script-1|") and "keep_all" in f.identity
+    assert f.identity.startswith("llm-filter/v2|scripted|script-1|") and "keep_all" in f.identity
     w = LLMWriterModel(ScriptedChat(), PROMPTS)
     assert f"draft={PROMPTS['draft'].hash}" in w.identity and f"refine={PROMPTS['refine'].hash}" in w.identity
     assert LLMFilterModel(ScriptedChat(), PROMPTS, url_fallback="keep_none").identity != f.identity

@@ -127,13 +127,21 @@ def test_refine_fits_the_examples_length_and_numbers_steps_for_howto(models):
     assert not plain.startswith("1. ")
 
 
+def cited(decision) -> list[int]:
+    """The sources any sentence of a citation decision cites."""
+    return sorted({n for sentence in decision.value for n in sentence.sources})
+
+
 def test_citations_keep_only_supporting_sources(models):
     filt, _ = models
     answer = "Use the --max-rate option to limit the bandwidth of a sync."
     decision = filt.verify_citations("q", answer, _sources())
-    assert decision.value == [1]
+    assert cited(decision) == [1]
+    (sentence,) = decision.value
+    assert sentence.text == answer and sentence.method == "offline+support" and sentence.support > 0.9
     assert decision.scores[0] > decision.scores[1]
-    assert filt.verify_citations("q", "Completely unrelated statement about volcanoes erupting.", _sources()).value == []
+    unrelated = filt.verify_citations("q", "Completely unrelated statement about volcanoes erupting.", _sources())
+    assert cited(unrelated) == [] and unrelated.value[0].sources == () and unrelated.value[0].method == "offline"
 
 
 def test_draft_follows_the_section_rankers_score(models):
@@ -179,9 +187,10 @@ def test_citations_keep_the_writers_source_when_another_quotes_it(models):
     original = _sources()[0]  # holds the sentence among others
     quoting = SourceDoc(2, "https://mirror/sync", "Mirror", "", (SourceSection("m", ("Sync",), text),))
     for claimed in (1, 2):  # both support the sentence verbatim; the writer's marker decides
-        assert filt.verify_citations("q", f"{text} [{claimed}]", [original, quoting]).value == [claimed]
+        decision = filt.verify_citations("q", f"{text} [{claimed}]", [original, quoting])
+        assert cited(decision) == [claimed] and decision.value[0].method == "offline+marker"
     unrelated = "Completely unrelated statement about volcanoes erupting. [2]"
-    assert filt.verify_citations("q", unrelated, [original, quoting]).value == []  # a claim is still checked
+    assert cited(filt.verify_citations("q", unrelated, [original, quoting])) == []  # a claim is still checked
 
 
 def test_marked_sentences_carry_the_markers_that_close_them():
@@ -247,13 +256,3 @@ def test_a_dependent_sentence_is_numbered_in_the_step_of_its_antecedent(models):
         "1. Run tidewater rotate to start a new journal file. [1] It keeps the last three journals. [1]",
         "2. Run tidewater sync again to write into the new journal. [1]",
     ]
-
-
-def test_sources_are_trimmed_at_a_sentence_end_never_inside_the_first_sentence():
-    from hifirag_core.stages import trim_at_sentence
-
-    text = "First sentence is here. Second one follows it. Third is long enough to be cut somewhere."
-    assert trim_at_sentence(text, 500) == text
-    assert trim_at_sentence(text, 50) == "First sentence is here. Second one follows it."
-    assert trim_at_sentence(text, 10) == "First sentence is here."
-    assert trim_at_sentence("no stop at all in this text", 5) == "no stop at all in this text"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hifirag_core.backends.base import ChatTurn, MissingSecretError
 from hifirag_core.backends.factory import build_chat_model, build_filter_model
 from hifirag_core.backends.openai_compat import OpenAIChatModel
 from hifirag_core.config import ModelPrice, build_config
+from hifirag_core.llm.models import object_schema
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.server import Fault
 
@@ -35,13 +38,16 @@ def ask(model: OpenAIChatModel, schema: dict | None = None):
                       response_schema=schema)
 
 
+QUERIES = object_schema("queries", "string")
+
+
 def test_ok_call_and_wire_format(openai_fake: OpenAIFake, make_guards) -> None:
-    reply = ask(model_for(openai_fake, make_guards), schema={"type": "array", "items": {"type": "string"}})
-    assert reply.call.status == "ok" and reply.text == '["pip"]'
+    reply = ask(model_for(openai_fake, make_guards), schema=QUERIES)
+    assert reply.call.status == "ok" and reply.text == '{"queries": ["pip"]}'
     body = openai_fake.bodies[-1]
     assert body["model"] == "qwen3-8b" and body["messages"] == [{"role": "user", "content": A1}]
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "reply", "schema": {"type": "array", "items": {"type": "string"}}}}
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "reply", "schema": QUERIES,
+                                                                              "strict": True}}
     assert openai_fake.requests[-1].headers["authorization"] == f"Bearer {openai_fake.api_key}"
     assert reply.call.tokens_in and reply.call.tokens_out and reply.call.cost_usd is None  # no price for qwen
 
@@ -141,3 +147,40 @@ def test_reasoning_tokens_are_counted_as_thinking(openai_fake: OpenAIFake, make_
     model._record_usage(record, SimpleNamespace(usage=usage))
     assert (record.tokens_in, record.tokens_out, record.tokens_thinking) == (100, 20, 30)
     assert record.cost_usd == pytest.approx((100 * 1.0 + 50 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize(("schema", "strict", "message"), [
+    ({"type": "array", "items": {"type": "string"}}, False, "must be a JSON Schema of 'type: \"object\"'"),
+    ({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}, True,
+     "'additionalProperties' is required to be supplied and to be false"),
+    ({"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}, True,
+     "'required' is required to be supplied"),
+    ({"type": "object", "additionalProperties": False, "required": ["q"],
+      "properties": {"q": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}}},
+     True, "In context=('properties', 'q', 'items')"),
+])
+def test_the_fake_rejects_what_hosted_structured_outputs_reject(openai_fake: OpenAIFake, schema, strict,
+                                                                 message) -> None:
+    import openai
+
+    client = openai.OpenAI(api_key=openai_fake.api_key, base_url=openai_fake.base_url + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match=re.escape(message)):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": A1}], response_format={
+            "type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": strict}})
+    client.close()
+
+
+def test_the_pipelines_schemas_pass_strict_mode_and_an_array_root_fails_as_a_permanent_error(
+        openai_fake: OpenAIFake, make_guards) -> None:
+    model = model_for(openai_fake, make_guards)
+    for key, item in (("queries", "string"), ("urls", "string"), ("sections", "integer"), ("sources", "integer")):
+        assert ask(model, schema=object_schema(key, item)).call.status == "ok"
+    refused = ask(model, schema={"type": "array", "items": {"type": "string"}})
+    assert refused.text is None and refused.call.status == "failed" and "HTTP 400" in refused.call.error
+    assert refused.call.attempts == 1  # a refused schema is not retried
+
+
+def test_llama_cpp_form_sends_the_schema_inside_json_object(openai_fake: OpenAIFake, make_guards) -> None:
+    reply = ask(model_for(openai_fake, make_guards, openai_response_format="json_object_schema"), schema=QUERIES)
+    assert openai_fake.bodies[-1]["response_format"] == {"type": "json_object", "schema": QUERIES}
+    assert reply.text == '{"queries": ["pip"]}'

@@ -6,12 +6,12 @@ import pytest
 
 from hifirag_core.llm.parsing import (
     extract_json_list,
-    normalize_url,
     parse_queries,
     parse_section_indices,
     parse_source_numbers,
     parse_url_selection,
     strip_reasoning,
+    url_match_key,
 )
 
 
@@ -121,9 +121,9 @@ def test_url_selection_reports_invented_urls() -> None:
 
 
 def test_normalize_url() -> None:
-    assert normalize_url("HTTPS://WWW.Example.com:443/a/b/?utm_medium=m&z=1&a=2#frag") == "//example.com/a/b?a=2&z=1"
-    assert normalize_url("http://example.com/a%20b") == normalize_url("https://example.com/a b/")
-    assert normalize_url("https://example.com:8080/") != normalize_url("https://example.com/")
+    assert url_match_key("HTTPS://WWW.Example.com:443/a/b/?utm_medium=m&z=1&a=2#frag") == "//example.com/a/b?a=2&z=1"
+    assert url_match_key("http://example.com/a%20b") == url_match_key("https://example.com/a b/")
+    assert url_match_key("https://example.com:8080/") != url_match_key("https://example.com/")
 
 
 @pytest.mark.parametrize(("text", "expected"), [

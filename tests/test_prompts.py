@@ -32,7 +32,7 @@ from tests.fakes.llm_brain import MARKERS, prompt_kind
 
 
 def test_every_prompt_file_loads_with_exactly_its_variables() -> None:
-    prompts = PromptSet.load()
+    prompts = PromptSet.load(names=PROMPT_VARIABLES)
     for name, variables in PROMPT_VARIABLES.items():
         assert prompts[name].variables == variables
         assert len(prompts[name].hash) == 16
@@ -48,6 +48,8 @@ def test_every_prompt_file_loads_with_exactly_its_variables() -> None:
     ("citations", ["[number]", "If no source matches, return []", "most specific",
                    "single valid JSON array", "Example output: [1, 4, 6]"]),
     ("baseline_q", ["Please limit your answer to 200 words."]),
+    ("testset_fresh", ["question-answer pairs", "following style/length", "retrieval-augmented generation (RAG)",
+                       '".jsonl" format', "focusing on knowledge published after", "----- Example .jsonl format ----"]),
 ])
 def test_prompts_keep_the_papers_wording_and_output_contract(name: str, phrases: list[str]) -> None:
     text = load_prompt(name).template

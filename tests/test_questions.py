@@ -109,9 +109,9 @@ def test_runs_are_named_after_the_file_unless_it_is_the_shared_data_set(tmp_path
     monkeypatch.setenv("HIFIRAG_SHARED_DATA", str(shared))
     copy = tmp_path / "wiki questions.jsonl"
     copy.write_text(official.read_text())
-    assert load_questions(official).run_name == "mmu_ragent"
-    assert load_questions(copy).run_name == "wiki questions"
+    assert load_questions(official).slug == "mmu_ragent"
+    assert load_questions(copy).slug == "custom-wiki-questions"
     from hifirag_core.runs import plan_run
 
     plan = plan_run(copy, root=tmp_path / "data", overrides=["generation.examples=none"])
-    assert plan.run_id.startswith("wiki-questions-final-")
+    assert plan.run_id.startswith("custom-wiki-questions-final-")

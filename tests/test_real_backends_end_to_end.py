@@ -76,7 +76,8 @@ def test_one_question_through_every_real_adapter_on_gemini(fakes: FakeServices) 
     out = answer_one(fakes)
     assert all(out[k].status == "ok" for k in ("plan", "chosen", "draft", "refined", "cited"))
     assert out["refined"].value and out["cited"].value
-    assert set(out["cited"].value) <= {s.index for s in out["sources"]}
+    cited = {n for sentence in out["cited"].value for n in sentence.sources}
+    assert cited and cited <= {s.index for s in out["sources"]}
     assert out["threads"] and out["threads"][0].comments
     assert fakes.gemini.kinds == {"query_plan": 1, "url_filter": 1, "section_rank": len(out["sources"]),
                                   "draft": 1, "refine": 1, "citations": 1}

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from hifirag_core.config import PROJECT_ROOT
 from hifirag_core.warehouse import Warehouse
 from tests.conftest import corpus_web
 from tests.fakes.services import FakeServices, fake_services
+from tests.prefect_server import prefect_server
 
 pytestmark = pytest.mark.slow
 TABLES = ("questions", "query_plans", "search_results", "url_decisions", "pages", "sections", "section_decisions",
@@ -30,36 +29,9 @@ TABLES = ("questions", "query_plans", "search_results", "url_decisions", "pages"
 
 @pytest.fixture(scope="module")
 def prefect_api(tmp_path_factory) -> Iterator[str]:
-    """One Prefect server for every run of this module, as a deployment would have.
-
-    Each killed or resumed run is then a plain client process; a temporary server per process
-    would cost each of them the server's start-up (10-20 s on two cores).
-    """
-    home = tmp_path_factory.mktemp("prefect-server")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_UI_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                               str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("the Prefect server did not start within 180 s")
+    """One Prefect server for every run of this module: each killed or resumed run is a plain client."""
+    with prefect_server(tmp_path_factory.mktemp("prefect-server")) as url:
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
 
 
 def _start(fakes: FakeServices, questions: Path, root: Path, examples: Path, api: str) -> subprocess.Popen:

@@ -103,7 +103,7 @@ def test_reprocess_from_section_rank_reuses_the_parent_and_recomputes_the_rest(w
 def test_evidence_replay_reads_the_other_runs_pages_byte_for_byte(web, live, questions_file, data_root, run_flow):
     first = run_flow(questions_file, live)
     before = _calls(web)
-    second = run_flow(questions_file, [*live, "url_filter.max_urls=2"], evidence_from=first["run_id"])
+    second = run_flow(questions_file, [*live, "limits.caps=on", "url_filter.max_urls=2"], evidence_from=first["run_id"])
     delta = _delta(before, _calls(web))
     assert "search" not in delta and "scrape" not in delta and "query_plan" not in delta, delta
     w = Warehouse(data_root)
@@ -118,14 +118,14 @@ def test_evidence_replay_reads_the_other_runs_pages_byte_for_byte(web, live, que
 def test_a_page_is_crawled_once_within_its_age(web, live, questions_file, data_root, run_flow):
     run_flow(questions_file, live)
     scrapes = web.scrapingdog.count()
-    # another URL filter setting: the fetch stage runs again, but every page comes from the page cache
-    changed = run_flow(questions_file, [*live, "url_filter.max_urls=3"])
+    # a cap on the model's URLs: the fetch stage runs again, but every page comes from the page cache
+    changed = run_flow(questions_file, [*live, "limits.caps=on", "url_filter.max_urls=3"])
     assert web.scrapingdog.count() == scrapes
     w = Warehouse(data_root)
     sources = {s for (s,) in w.query("SELECT DISTINCT reused_from FROM pages WHERE run_id = ?",
                                      [changed["run_id"]]).rows}
     assert sources == {"page-cache"}
-    stale = run_flow(questions_file, [*live, "url_filter.max_urls=4", "fetch.max_age_hours=0"])
+    stale = run_flow(questions_file, [*live, "limits.caps=on", "url_filter.max_urls=4", "fetch.max_age_hours=0"])
     assert web.scrapingdog.count() > scrapes and stale["n_answered"] == 3
 
 
@@ -154,11 +154,11 @@ def test_the_evidence_funnel(web, live, questions_file, data_root, run_flow):
 def test_stage_results_are_not_held_in_prefects_shared_memory_cache():
     # Prefect keeps in-memory results in one 1,000-entry LRU shared by a flow's threads; past 1,000
     # stage results its concurrent evictions raised KeyError on a cache hit and lost an answer.
-    from prefect import Task
+    from hifirag_core.pipeline import STAGE_NAMES
+    from tasks.stages import STAGE_TASKS
 
-    import flows.answer as answer_flow
-
-    stage_tasks = [t for t in vars(answer_flow).values() if isinstance(t, Task) and t.cache_key_fn is not None]
-    assert len(stage_tasks) == 10
+    stage_tasks = list(STAGE_TASKS.values())
+    assert [t.name for t in stage_tasks] == list(STAGE_NAMES)
+    assert all(t.cache_key_fn is not None for t in stage_tasks)
     assert [t.name for t in stage_tasks if t.cache_result_in_memory] == []
     assert all(t.persist_result for t in stage_tasks)

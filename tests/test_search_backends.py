@@ -162,7 +162,7 @@ def test_scrape_pdf_and_missing_and_too_large(make_guards) -> None:
         cfg = sd_cfg(fake, max_bytes=1000)
         fetcher = build_fetcher(cfg, guards=make_guards(cfg), env=sd_env(fake))
         pdf = fetcher.fetch("https://x.example/doc.pdf")
-        assert (pdf.status, pdf.kind, pdf.body) == ("unsupported_type", "pdf", None)
+        assert (pdf.status, pdf.kind, pdf.body) == ("ok", "pdf", b"%PDF-1.4 ...")
         missing = fetcher.fetch("https://x.example/nothing")
         assert (missing.status, missing.http_status) == ("not_found", 404)
         big = fetcher.fetch("https://x.example/big")

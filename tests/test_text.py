@@ -46,8 +46,11 @@ def test_an_unclosed_fence_runs_to_the_end_as_code():
 
 def test_prose_units_skip_tables_code_navigation_and_keep_dependent_sentences_with_their_antecedent():
     units = prose_units(SECTION)
+    # a dependent sentence comes only with its antecedent; the antecedent may be taken alone too
     assert units == [
+        ("Tidewater keeps a journal of every sync.",),
         ("Tidewater keeps a journal of every sync.", "This can be a file path or a callable."),
+        ("The --max-rate option limits the bandwidth a sync uses.",),
         ("The --max-rate option limits the bandwidth a sync uses.", "It takes a rate such as 2M."),
         ("The journal grows by one line per file.",),
     ]

@@ -29,3 +29,19 @@ FROM section_decisions GROUP BY run_id;
 -- 5. Cache reuse: stages recomputed versus reused in each run.
 SELECT run_id, count(*) FILTER (WHERE NOT cached) AS computed, count(*) FILTER (WHERE cached) AS reused
 FROM stage_runs GROUP BY run_id;
+
+-- 6. Crawl health of the latest run: domains whose fetches failed or were blocked, worst first.
+SELECT domain, fetches, statuses, blocked, block_reasons, failed, empty, all_blocked
+FROM domain_health
+WHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1) AND ok < fetches
+ORDER BY blocked + failed DESC, fetches DESC;
+
+-- 7. What stood in for the content, over every run: challenge, captcha, denied, paywall, ...
+SELECT block_reason, count(*) AS pages, count(DISTINCT regexp_extract(url, '://([^/]+)', 1)) AS hosts,
+       any_value(error) AS example
+FROM pages WHERE status = 'blocked' GROUP BY block_reason ORDER BY pages DESC;
+
+-- 8. PDFs: how many were read, and what became of the others (scans, locked files, cut short).
+SELECT s.status, count(DISTINCT s.url) AS pdfs
+FROM pages p JOIN sections s USING (run_id, question_id, url)
+WHERE p.kind = 'pdf' GROUP BY s.status;

@@ -17,9 +17,12 @@ Transport errors that a retry may cure are ``TransientError``; the rest are ``Pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from hifirag_core.records import LLMCallRecord
+
+if TYPE_CHECKING:
+    from hifirag_core.attribution import SentenceCitation
 
 T = TypeVar("T")
 
@@ -41,6 +44,10 @@ class TransientError(BackendError):
         self.rate_limited = rate_limited
 
 
+class CallTimeoutError(TransientError):
+    """A call that ran out of time; retried like any transient error, recorded as ``timeout``."""
+
+
 class PermanentError(BackendError):
     """Not worth retrying: other 4xx, a malformed request, an unsupported input."""
 
@@ -55,6 +62,21 @@ class BudgetExceededError(BackendError):
 
 class DeadlineExceededError(BackendError):
     """The question's deadline has passed."""
+
+
+def error_status(exc: BaseException) -> str:
+    """The status a row gets for the error that ended its call or stage (``llm_calls``, stage rows)."""
+    if isinstance(exc, BudgetExceededError):
+        return "budget_exceeded"
+    if isinstance(exc, DeadlineExceededError):
+        return "deadline_exceeded"
+    if isinstance(exc, MissingSecretError):
+        return "missing_secret"
+    if isinstance(exc, CallTimeoutError):
+        return "timeout"
+    if isinstance(exc, TransientError) and exc.rate_limited:
+        return "rate_limited"  # refused for a rate limit after every retry: not an outage
+    return "failed"
 
 
 # --- search and fetch -------------------------------------------------------------------------
@@ -74,9 +96,17 @@ class SearchBackend(Protocol):
 
 
 FetchStatus = Literal[
-    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "not_found", "failed",
+    "ok", "http_error", "timeout", "too_large", "unsupported_type", "blocked", "refused", "not_found", "failed",
     "budget_exceeded", "deadline_exceeded",
 ]
+# What the statuses that are not self-explanatory mean:
+# * ``blocked``: the server answered, but with a page that stands in for the content (a challenge, a
+#   captcha wall, an "Access denied" or "403 Forbidden" body, a rate-limit page, a paywall with no
+#   article under it, a page that only asks for JavaScript), often with HTTP 200. The fetch stage
+#   sets it after any fetcher (``hifirag_core.blocked``); ``pages.block_reason`` says which kind.
+# * ``refused``: we did not ask: the URL is not http(s), or its host resolves to an address the
+#   SSRF guard refuses (loopback, private, link-local, cloud metadata, ...).
+# * ``unsupported_type``: a body that is neither a page nor a PDF (an image, an archive, ...).
 # Statuses a later attempt may cure; the others (a 404, a refused address, a spent budget) stay.
 RETRYABLE_FETCH_STATUSES = frozenset({"timeout", "failed"})
 
@@ -93,6 +123,7 @@ class FetchResult:
     kind: str | None = None  # html | reddit | pdf | binary
     encoding: str | None = None  # declared charset, when the response had one
     error: str | None = None
+    last_modified: str | None = None  # the Last-Modified header, when the fetcher saw the response headers
 
 
 class Fetcher(Protocol):
@@ -226,8 +257,10 @@ class FilterModel(Protocol):
         """0-based indices into ``sections`` of the useful ones, most useful first."""
         ...
 
-    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
-        """1-based ``SourceDoc.index`` values of the sources that directly support the answer."""
+    def verify_citations(self, question: str, answer: str,
+                         sources: list[SourceDoc]) -> Decision[list[SentenceCitation]]:
+        """Each claim sentence of ``answer`` (the writer's text, ``[n]`` markers and all) with the 1-based
+        ``SourceDoc.index`` values of the sources that directly support it; ``scores`` per source."""
         ...
 
 

@@ -18,8 +18,8 @@ from typing import Literal
 
 from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
 from hifirag_core.config import PipelineConfig
-from hifirag_core.limits import Budget, Clock, RunGuards, Sleep
-from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer
+from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
+from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
 from hifirag_core.prompts import PromptSet
 from hifirag_core.reddit import RedditSource
 from hifirag_core.secrets import (
@@ -34,16 +34,18 @@ Role = Literal["filter", "writer"]
 
 
 def build_guards(cfg: PipelineConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
-                 sleep: Sleep = time.sleep, rng: random.Random | None = None) -> RunGuards:
-    """The run's rate limiters, retry policy and budget (share one instance across threads)."""
-    return RunGuards(cfg.limits, budget=budget, clock=clock, sleep=sleep, rng=rng)
+                 sleep: Sleep = time.sleep, rng: random.Random | None = None, ledger: Ledger | None = None) -> RunGuards:
+    """The run's rate limiters, retry policy and budget (share one instance across threads; a
+    ``ledger`` counts the rpm and the spending across processes)."""
+    return RunGuards(cfg.limits, budget=budget, clock=clock, sleep=sleep, rng=rng, ledger=ledger)
 
 
 def _llm_backend(cfg: PipelineConfig, role: Role) -> str:
     return cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm
 
 
-def _openai_base_url(cfg: PipelineConfig, role: Role) -> str | None:
+def openai_base_url(cfg: PipelineConfig, role: Role) -> str | None:
+    """The OpenAI-compatible endpoint of a role: its own setting, else the shared one."""
     per_role = cfg.models.openai_filter_base_url if role == "filter" else cfg.models.openai_writer_base_url
     return per_role or cfg.models.openai_base_url
 
@@ -81,13 +83,15 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
     guards = guards or build_guards(cfg)
     backend = _llm_backend(cfg, role)
     model = cfg.models.filter if role == "filter" else cfg.models.writer
+    max_tokens = cfg.models.filter_max_tokens if role == "filter" else cfg.models.writer_max_tokens
     price = cfg.models.prices.get(model)
     if backend == "gemini":
         from hifirag_core.backends.gemini import GeminiChatModel
 
         return GeminiChatModel(model=model, role=role, api_key=get_secret("gemini_api_key", env),
                                guard=guards.guard("gemini", model), timeout_s=cfg.limits.llm_timeout_s,
-                               price=price, base_url=cfg.models.gemini_base_url)
+                               price=price, base_url=cfg.models.gemini_base_url, max_tokens=max_tokens,
+                               temperature=cfg.models.temperature)
     if backend == "openai":
         from hifirag_core.backends.openai_compat import OpenAIChatModel
 
@@ -95,22 +99,26 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
                else get_secret("openai_api_key", env))
         return OpenAIChatModel(model=model, role=role, api_key=key, guard=guards.guard("openai", model),
                                timeout_s=cfg.limits.llm_timeout_s, price=price,
-                               base_url=_openai_base_url(cfg, role),
-                               response_format=cfg.models.openai_response_format)
+                               base_url=openai_base_url(cfg, role),
+                               response_format=cfg.models.openai_response_format, max_tokens=max_tokens,
+                               temperature=cfg.models.temperature)
     raise ValueError(f"backends.{role}_llm={backend!r} is not a real LLM backend (gemini or openai)")
 
 
 def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,
-                       scorer: Scorer | None = None, env: Mapping[str, str] | None = None) -> LLMFilterModel:
+                       scorer: Scorer | None = None, support: Support | None = None,
+                       env: Mapping[str, str] | None = None) -> LLMFilterModel:
     """The cheap model's decisions (A.1, A.2, A.3, A.5) with the configured fallbacks.
 
     ``scorer(text, candidates) -> similarities`` drives the ``top_k`` fallback; without one it
-    keeps the first k candidates in their input order.
+    keeps the first k candidates in their input order. ``support(sentences, sources)`` picks each
+    answer sentence's source among those the model cited.
     """
     chat = build_chat_model("filter", cfg, guards=guards, env=env)
     return LLMFilterModel(chat, prompts or _prompts(cfg), url_fallback=cfg.url_filter.fallback,
                           section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
-                          scorer=scorer)
+                          scorer=scorer, support=support, url_fallback_k=cfg.url_filter.max_urls,
+                          section_fallback_k=cfg.section_rank.max_sections_per_page)
 
 
 def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,

@@ -6,7 +6,11 @@ generateContent`` with ``contents`` (``role`` ``user``/``model``, ``parts[].text
 ``candidates[].content.parts[].text`` (parts with ``thought: true`` are reasoning, not answer),
 ``candidates[].finishReason``, ``promptFeedback.blockReason`` when the prompt itself was blocked
 (then there are no candidates) and ``usageMetadata`` (``promptTokenCount``,
-``candidatesTokenCount``, ``thoughtsTokenCount``). Errors are ``{"error": {"code", "message",
+``candidatesTokenCount``, ``thoughtsTokenCount``). ``responseSchema`` is the API's own subset of
+OpenAPI 3.0 (https://ai.google.dev/api/caching#Schema: type, format, description, nullable, enum,
+items, min/maxItems, properties, required, propertyOrdering, ...): it has no
+``additionalProperties`` (the SDK refuses it outside Vertex AI), so :func:`gemini_schema` drops it
+from the object-rooted schemas the pipeline builds. Errors are ``{"error": {"code", "message",
 "status", "details"}}``; a 429 may carry ``google.rpc.RetryInfo``.
 
 The client is built once per adapter with an injected ``httpx.Client`` (so timeouts and
@@ -27,13 +31,14 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError, error_status
+from hifirag_core.backends.grounding import GroundedReply, grounding_from_parts
 from hifirag_core.backends.http_common import (
     Stopwatch,
     error_for_status,
     estimate_cost,
     new_call_record,
-    status_of_error,
+    reply_settings,
     transport_error,
 )
 from hifirag_core.config import ModelPrice
@@ -53,11 +58,14 @@ class GeminiChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
-                 clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.reply_settings = reply_settings(max_tokens, temperature)
         self._guard = guard
         self._clock = clock
         self._http = http_client or httpx.Client(timeout=timeout_s)
@@ -69,18 +77,22 @@ class GeminiChatModel:
         """Close the HTTP connection pool."""
         self._http.close()
 
-    def _config(self, schema: dict | None, timeout: float) -> genai_types.GenerateContentConfig:
+    def _config(self, schema: dict | None, timeout: float, **extra: Any) -> genai_types.GenerateContentConfig:
         kwargs: dict[str, Any] = {"http_options": genai_types.HttpOptions(timeout=max(1, int(timeout * 1000)))}
+        if self.max_tokens is not None:
+            kwargs["max_output_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         if schema is not None:
             kwargs["response_mime_type"] = "application/json"
-            kwargs["response_schema"] = schema
-        return genai_types.GenerateContentConfig(**kwargs)
+            kwargs["response_schema"] = gemini_schema(schema)
+        return genai_types.GenerateContentConfig(**kwargs, **extra)
 
     def _generate(self, contents: list[genai_types.Content], schema: dict | None,
-                  timeout: float) -> genai_types.GenerateContentResponse:
+                  timeout: float, **extra: Any) -> genai_types.GenerateContentResponse:
         try:
             return self._client.models.generate_content(model=self.model, contents=contents,
-                                                        config=self._config(schema, timeout))
+                                                        config=self._config(schema, timeout, **extra))
         except genai_errors.APIError as exc:
             headers = getattr(exc.response, "headers", None)
             body = json.dumps(exc.details) if exc.details is not None else (exc.message or "")
@@ -95,24 +107,52 @@ class GeminiChatModel:
     def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
              response_schema: dict | None = None) -> ChatReply:
         """One generateContent call with the whole conversation; never raises for call failures."""
+        contents = [genai_types.Content(role=t.role, parts=[genai_types.Part(text=t.text)]) for t in turns]
+        response, record = self._call(contents, response_schema, stage=stage, prompt_name=prompt_name,
+                                      prompt_hash=prompt_hash)
+        if response is None:
+            return ChatReply(None, record)
+        text, record.status, record.error = _reply_text(response)
+        return ChatReply(text, record)
+
+    def chat_with_search(self, prompt: str, *, seed: int | None, stage: str, prompt_name: str,
+                         prompt_hash: str) -> GroundedReply:
+        """One call with Google Search grounding (``tools=[google_search]``): the reply and its sources.
+
+        No response schema: the API refuses one next to the search tool, or silently drops the
+        grounding (google-gemini/cookbook#1274), so the reply is text for a tolerant parser.
+        """
+        contents = [genai_types.Content(role="user", parts=[genai_types.Part(text=prompt)])]
+        tools = [genai_types.Tool(google_search=genai_types.GoogleSearch())]
+        response, record = self._call(contents, None, stage=stage, prompt_name=prompt_name, prompt_hash=prompt_hash,
+                                      tools=tools, seed=seed)
+        if response is None:
+            return GroundedReply(None, record, None)
+        text, record.status, record.error = _reply_text(response)
+        candidate = response.candidates[0] if response.candidates else None
+        parts = candidate.content.parts if candidate is not None and candidate.content and candidate.content.parts else []
+        grounding = grounding_from_parts(candidate.grounding_metadata if candidate is not None else None,
+                                         [p.text if p.text and not p.thought else None for p in parts])
+        return GroundedReply(text, record, grounding)
+
+    def _call(self, contents: list[genai_types.Content], schema: dict | None, *, stage: str, prompt_name: str,
+              prompt_hash: str, **extra: Any) -> tuple[genai_types.GenerateContentResponse | None, Any]:
+        """The response (None when the call failed) and its ``llm_calls`` record, usage filled in."""
         record = new_call_record(role=self.role, backend=self.backend, model=self.model, stage=stage,
                                  prompt_name=prompt_name, prompt_hash=prompt_hash)
-        contents = [genai_types.Content(role=t.role, parts=[genai_types.Part(text=t.text)]) for t in turns]
         watch = Stopwatch(self._clock)
         try:
             response, record.attempts = self._guard.call(
-                lambda timeout: self._generate(contents, response_schema, timeout),
+                lambda timeout: self._generate(contents, schema, timeout, **extra),
                 timeout=self.timeout_s, paid=True)
         except BackendError as exc:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
-            record.status, record.error = status_of_error(exc), redact(str(exc))
-            return ChatReply(None, record)
+            record.status, record.error = error_status(exc), redact(str(exc))
+            return None, record
         record.latency_s = watch.elapsed()
         self._record_usage(record, response)
-        text, status, error = _reply_text(response)
-        record.status, record.error = status, error
-        return ChatReply(text, record)
+        return response, record
 
     def _record_usage(self, record: Any, response: genai_types.GenerateContentResponse) -> None:
         usage = response.usage_metadata
@@ -124,6 +164,15 @@ class GeminiChatModel:
         if self._guard.budget is not None:
             tokens = (record.tokens_in or 0) + (record.tokens_out or 0) + (record.tokens_thinking or 0)
             self._guard.budget.charge(usd=record.cost_usd, tokens=tokens)
+
+
+def gemini_schema(schema: Any) -> Any:
+    """A JSON schema as ``responseSchema`` takes it: ``additionalProperties`` removed at every level."""
+    if isinstance(schema, dict):
+        return {k: gemini_schema(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [gemini_schema(v) for v in schema]
+    return schema
 
 
 def _reply_text(response: genai_types.GenerateContentResponse) -> tuple[str | None, str, str | None]:

@@ -13,8 +13,7 @@ import httpx
 
 from hifirag_core.backends.base import (
     BackendError,
-    BudgetExceededError,
-    DeadlineExceededError,
+    CallTimeoutError,
     PermanentError,
     TransientError,
 )
@@ -31,10 +30,6 @@ RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 def is_retryable(status: int) -> bool:
     """True for 408, 429 and every 5xx."""
     return status in RETRYABLE_STATUS or 500 <= status < 600
-
-
-class TimeoutTransientError(TransientError):
-    """A call that ran out of time; retried like any transient error, recorded as ``timeout``."""
 
 
 def google_retry_delay(body: Any) -> float | None:
@@ -92,22 +87,8 @@ def transport_error(provider: str, exc: Exception) -> TransientError:
     """A transient error for timeouts and dropped connections."""
     text = redact(f"{provider}: {type(exc).__name__}: {exc}") or ""
     if isinstance(exc, httpx.TimeoutException) or "timeout" in type(exc).__name__.lower():
-        return TimeoutTransientError(text)
+        return CallTimeoutError(text)
     return TransientError(text)
-
-
-def status_of_error(exc: BaseException) -> str:
-    """The ``llm_calls.status`` / decision status for an error that ended a call."""
-    if isinstance(exc, BudgetExceededError):
-        return "budget_exceeded"
-    if isinstance(exc, DeadlineExceededError):
-        return "deadline_exceeded"
-    if isinstance(exc, TimeoutTransientError):
-        return "timeout"
-    if isinstance(exc, TransientError):
-        # 429s that outlived every retry are worth telling apart from outages.
-        return "rate_limited" if "HTTP 429" in str(exc) else "failed"
-    return "failed"
 
 
 def estimate_cost(price: ModelPrice | None, tokens_in: int | None, tokens_out: int | None,
@@ -120,6 +101,13 @@ def estimate_cost(price: ModelPrice | None, tokens_in: int | None, tokens_out: i
     rate_out = price.output_long if long and price.output_long is not None else price.output
     billed_out = (tokens_out or 0) + (tokens_thinking or 0)
     return round((tokens_in * rate_in + billed_out * rate_out) / 1_000_000, 8)
+
+
+def reply_settings(max_tokens: int | None, temperature: float | None, *extra: str) -> str:
+    """The settings that change what a model replies, for stage cache identities ("" when all default)."""
+    parts = [*extra, *([f"max_tokens={max_tokens}"] if max_tokens is not None else []),
+             *([f"temperature={temperature}"] if temperature is not None else [])]
+    return "|".join(parts)
 
 
 def new_call_record(*, role: str, backend: str, model: str, stage: str, prompt_name: str,

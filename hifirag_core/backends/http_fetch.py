@@ -9,8 +9,9 @@
   loopback with ``allow_loopback=True``; everything else stays refused.
 * **Redirects** are followed by hand, at most ``max_redirects``, each hop checked.
 * **Size cap**: the body is streamed and dropped once it passes ``max_bytes``.
-* **Content types**: HTML (and plain text) bodies are returned; PDFs and other binaries are
-  recorded with their kind and ``unsupported_type`` without being downloaded or decoded.
+* **Content types**: HTML, plain text and PDF bodies are returned (a PDF within the same size
+  cap; sectioning parses it); other binaries are recorded with their kind and ``unsupported_type``
+  without being downloaded.
 * **Politeness**: request starts to the same host are spaced by ``politeness_delay_s``.
 * **Retries** (through the guard) on 429, 5xx and timeouts; other statuses are final.
 
@@ -31,8 +32,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
-from hifirag_core.backends.base import BackendError, FetchResult, FetchStatus
-from hifirag_core.backends.http_common import error_for_status, status_of_error, transport_error
+from hifirag_core.backends.base import BackendError, FetchResult, FetchStatus, error_status
+from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.limits import ProviderGuard, Sleep
 from hifirag_core.secrets import redact
 
@@ -191,12 +192,14 @@ def declared_kind(content_type: str | None) -> str | None:
 def classify_body(content_type: str | None, body: bytes) -> tuple[str, FetchStatus, str | None]:
     """Kind, status and error for a downloaded body, trusting the bytes over the header."""
     head = body[:1024].lstrip()
-    if head.startswith(b"%PDF-"):
-        return "pdf", "unsupported_type", "a PDF document (not parsed as text)"
     kind = declared_kind(content_type)
+    # PDF readers accept the signature anywhere in the first 1024 bytes; a page that merely quotes
+    # it is still a page
+    if head.startswith(b"%PDF-") or (kind in ("pdf", "binary", None) and b"%PDF-" in body[:1024]):
+        return "pdf", "ok", None
     lowered = head[:512].lower()
     looks_html = lowered.startswith((b"<!doctype html", b"<html", b"<?xml")) or b"<html" in lowered or b"<body" in lowered
-    if kind in (None, "binary") and looks_html:
+    if kind in (None, "binary", "pdf") and looks_html:  # an error or challenge page under any type
         return "html", "ok", None
     if kind is None:
         if b"\x00" in head:
@@ -206,12 +209,14 @@ def classify_body(content_type: str | None, body: bytes) -> tuple[str, FetchStat
         if b"\x00" in head[:512]:
             return "binary", "unsupported_type", f"binary bytes under {media_type(content_type)}"
         return kind, "ok", None
+    if kind == "pdf":
+        return "binary", "unsupported_type", "declared a PDF, but the bytes are not one"
     return kind, "unsupported_type", f"content type {media_type(content_type)} is not parsed as text"
 
 
 def fetch_status_for_error(exc: BaseException) -> FetchStatus:
     """The fetch status for an error that ended a fetch after retries."""
-    status = status_of_error(exc)
+    status = error_status(exc)
     if status in ("budget_exceeded", "deadline_exceeded"):
         return status  # type: ignore[return-value]
     if status == "timeout":
@@ -254,7 +259,8 @@ class HttpFetcher:
             timeout=timeout_s,
             headers={
                 "User-Agent": user_agent,
-                "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
+                "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,text/plain;q=0.8,"
+                          "application/pdf;q=0.8,*/*;q=0.5",
                 "Accept-Language": "en;q=1.0, *;q=0.5",
             },
         )
@@ -277,8 +283,8 @@ class HttpFetcher:
                     return _Hop(status, response.headers, None, None, None, fs, f"HTTP {status}")
                 content_type = response.headers.get("content-type")
                 announced = declared_kind(content_type)
-                if announced in ("pdf", "binary"):
-                    # Not downloaded: the parser would only see noise, and PDFs can be large.
+                if announced == "binary":
+                    # Not downloaded: nothing downstream reads images, archives or executables.
                     return _Hop(status, response.headers, None, None, announced, "unsupported_type",
                                 f"content type {media_type(content_type)} is not parsed as text")
                 length = response.headers.get("content-length")
@@ -304,7 +310,7 @@ class HttpFetcher:
         for _ in range(self._max_redirects + 1):
             parts = urlsplit(current)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                return FetchResult(url=url, status="blocked", fetcher=self.name, final_url=current,
+                return FetchResult(url=url, status="refused", fetcher=self.name, final_url=current,
                                    error=f"not an http(s) URL: {current[:200]}")
             port = parts.port or (443 if parts.scheme == "https" else 80)
             try:
@@ -312,12 +318,12 @@ class HttpFetcher:
                 self._pacer.wait(parts.hostname.lower())
                 hop, _ = self._guard.call(lambda t, u=current: self._get(u, t), timeout=self._timeout, paid=False)
             except BlockedAddressError as exc:
-                return FetchResult(url=url, status="blocked", fetcher=self.name, final_url=current,
+                return FetchResult(url=url, status="refused", fetcher=self.name, final_url=current,
                                    error=f"refused: {exc}")
             except BackendError as exc:
                 return FetchResult(url=url, status=fetch_status_for_error(exc), fetcher=self.name,
                                    final_url=current, http_status=getattr(exc, "status_code", None),
-                                   error=f"{status_of_error(exc)}: {redact(str(exc))}")
+                                   error=f"{error_status(exc)}: {redact(str(exc))}")
             if hop.location is not None:
                 current = urljoin(current, hop.location.strip())
                 continue
@@ -325,6 +331,7 @@ class HttpFetcher:
             return FetchResult(url=url, status=hop.fetch_status, fetcher=self.name, final_url=current,
                                http_status=hop.status, content_type=content_type,
                                body=hop.body if hop.fetch_status == "ok" else None, kind=hop.kind,
-                               encoding=declared_charset(content_type), error=hop.error)
+                               encoding=declared_charset(content_type), error=hop.error,
+                               last_modified=hop.headers.get("last-modified"))
         return FetchResult(url=url, status="failed", fetcher=self.name, final_url=current,
                            error=f"more than {self._max_redirects} redirects")

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hifirag_core.attribution import (
+    SentenceCitation,
+    attribute_sentences,
+    citation_support,
+    marked_sentences,
+    source_scores,
+    strip_markers,
+)
 from hifirag_core.backends.base import (
     ChatTurn,
     Conversation,
@@ -33,7 +41,6 @@ from hifirag_core.blobs import BlobStore
 from hifirag_core.config import PipelineConfig
 from hifirag_core.corpus.store import CorpusIndex, normalize_url
 from hifirag_core.embeddings import Embedder
-from hifirag_core.metrics.citations import claim_sentences
 from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import (
     STOPWORDS,
@@ -69,15 +76,10 @@ _HOWTO = re.compile(r"^\s*(?:how (?:do|can|should|would) (?:i|you|we|one)|how to
                     r"\bstep[- ]by[- ]step\b", re.IGNORECASE)
 _MARKER = re.compile(r"\s*\[(\d+)\]")
 _MARKER_RUN = re.compile(r"(?:\s*\[\d+\])+")
-_NUMBER = re.compile(r"\d+")
 
 
 def is_howto(question: str) -> bool:
     return bool(_HOWTO.search(question))
-
-
-def strip_markers(text: str) -> str:
-    return _MARKER.sub("", text)
 
 
 class LocalSearch:
@@ -177,40 +179,16 @@ class OfflineFilterModel:
         )
         return Decision(kept, method="offline-hybrid", scores=[float(s) for s in scores])
 
-    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
+    def verify_citations(self, question: str, answer: str,
+                         sources: list[SourceDoc]) -> Decision[list[SentenceCitation]]:
+        """Per sentence: the source the writer marked when it supports the sentence (another page quoting
+        the same text may support it as well), else the best supporting source, else none."""
         claims = marked_sentences(answer)
         support = citation_support([text for text, _ in claims], sources, self.embedder)
-        threshold = self.cfg.citations.support_threshold
-        cited: list[int] = []
-        for (_, markers), row in zip(claims, support, strict=True):
-            # Per sentence: the source the writer cited for it when that source supports it (another
-            # page quoting the same text may support it as well), else the best supporting source.
-            supported = row >= threshold
-            if not supported.any():
-                continue
-            own = supported & np.array([s.index in markers for s in sources], dtype=bool)
-            j = int(np.argmax(np.where(own, row, -np.inf))) if own.any() else int(np.argmax(row))
-            if sources[j].index not in cited:
-                cited.append(sources[j].index)
-        best_scores = [float(support[:, j].max()) if support.size else 0.0 for j in range(len(sources))]
-        return Decision(sorted(cited), method="offline-support", scores=best_scores)
-
-
-def marked_sentences(answer: str) -> list[tuple[str, frozenset[int]]]:
-    """The answer's sentences of three or more words, each with the source numbers marked after it.
-
-    A marker ends a claim: the text between two markers is split into sentences, which all carry the
-    markers that close it (a sentence after the last marker carries none). Sentences are the
-    evaluation's claim sentences (list prefixes dropped).
-    """
-    out: list[tuple[str, frozenset[int]]] = []
-    position = 0
-    for match in _MARKER_RUN.finditer(answer + " "):
-        chunk, markers = answer[position : match.start()], frozenset(int(n) for n in _NUMBER.findall(match.group()))
-        position = match.end()
-        out.extend((sentence, markers) for sentence in claim_sentences(chunk))
-    out.extend((sentence, frozenset()) for sentence in claim_sentences(answer[position:]))
-    return out
+        numbers = [s.index for s in sources]
+        cited = attribute_sentences(claims, numbers, support, allowed=numbers,
+                                    min_support=self.cfg.citations.support_threshold, method="offline")
+        return Decision(cited, method="offline-support", scores=source_scores(support))
 
 
 def _marked_units(draft: str) -> list[str]:
@@ -246,25 +224,6 @@ def _with_antecedents(units: list[str]) -> list[str]:
         else:
             out.append(unit)
     return out
-
-
-def citation_support(sentences: list[str], sources: list[SourceDoc], embedder: Embedder) -> np.ndarray:
-    """(sentences x sources): the best cosine between the sentence and any source sentence."""
-    if not sentences or not sources:
-        return np.zeros((len(sentences), len(sources)), dtype=np.float32)
-    answer_vecs = embedder.encode(sentences)
-    out = np.zeros((len(sentences), len(sources)), dtype=np.float32)
-    for j, source in enumerate(sources):
-        source_sentences = [s for section in source.sections for s in _support_sentences(section.text)]
-        if source_sentences:
-            out[:, j] = (answer_vecs @ embedder.encode(source_sentences).T).max(axis=1)
-    return out
-
-
-def _support_sentences(text: str) -> list[str]:
-    """A section's first sentences as the citation check reads them (code and table lines included:
-    an answer may quote them)."""
-    return [s for s in split_sentences(text) if not s.startswith("#") and word_count(s) >= 3][:PER_SECTION]
 
 
 # Sentences considered per section, and how many candidates go on to the (costly) embedding step.

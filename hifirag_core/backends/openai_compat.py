@@ -4,9 +4,17 @@ Wire format (https://platform.openai.com/docs/api-reference/chat/create): ``POST
 completions`` with ``model`` and ``messages`` (``role`` ``user``/``assistant``); the reply has
 ``choices[0].message.content``, ``choices[0].finish_reason`` (``stop``, ``length``,
 ``content_filter``) and ``usage`` (``prompt_tokens``, ``completion_tokens``,
-``completion_tokens_details.reasoning_tokens``). JSON replies are requested with
-``response_format`` ``{"type": "json_schema", "json_schema": {"name", "schema"}}``, which vLLM,
-Ollama and llama.cpp's server turn into constrained decoding.
+``completion_tokens_details.reasoning_tokens``). JSON replies are requested with ``response_format``
+(``models.openai_response_format``):
+
+* ``json_schema`` (default): ``{"type": "json_schema", "json_schema": {"name", "schema", "strict":
+  true}}``, OpenAI's structured outputs, which vLLM and Ollama also turn into constrained decoding.
+  OpenAI requires an object at the schema's root, and in strict mode ``additionalProperties: false``
+  and every property listed in ``required`` (https://platform.openai.com/docs/guides/structured-outputs);
+  the schemas of ``hifirag_core.llm.models.object_schema`` are built that way;
+* ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, the form llama-cpp-python's
+  server constrains decoding with (it rejects ``json_schema``);
+* ``json_object``: JSON mode without a schema; ``none``: free text (the parsers find the JSON).
 
 Open reasoning models put their thinking in ``<think>…</think>`` inside the content; it is
 stripped before the reply is used. ``tokens_out`` is the answer's tokens only (completion minus
@@ -21,14 +29,20 @@ from typing import Any, Literal
 
 import openai
 
-from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError
+from hifirag_core.backends.base import (
+    BackendError,
+    CallTimeoutError,
+    ChatReply,
+    ChatTurn,
+    TransientError,
+    error_status,
+)
 from hifirag_core.backends.http_common import (
     Stopwatch,
-    TimeoutTransientError,
     error_for_status,
     estimate_cost,
     new_call_record,
-    status_of_error,
+    reply_settings,
 )
 from hifirag_core.config import ModelPrice
 from hifirag_core.limits import ProviderGuard
@@ -47,13 +61,16 @@ class OpenAIChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret | None, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None,
-                 response_format: Literal["json_schema", "json_object", "none"] = "json_schema",
-                 clock: Any = time.monotonic):
+                 response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema",
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
         self.model = model
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
         self.response_format = response_format
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.reply_settings = reply_settings(max_tokens, temperature, f"format={response_format}")
         self._guard = guard
         self._clock = clock
         # base_url is always explicit: otherwise the client would read OPENAI_BASE_URL on its own.
@@ -69,17 +86,23 @@ class OpenAIChatModel:
             return None
         if self.response_format == "json_object":
             return {"type": "json_object"}
-        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+        if self.response_format == "json_object_schema":
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
 
     def _complete(self, messages: list[dict[str, str]], schema: dict | None, timeout: float) -> Any:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": timeout}
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         fmt = self._format(schema)
         if fmt is not None:
             kwargs["response_format"] = fmt
         try:
             return self._client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:
-            raise TimeoutTransientError(redact(f"openai: timeout: {exc}") or "") from None
+            raise CallTimeoutError(redact(f"openai: timeout: {exc}") or "") from None
         except openai.APIConnectionError as exc:
             raise TransientError(redact(f"openai: connection error: {exc}") or "") from None
         except openai.APIStatusError as exc:
@@ -101,7 +124,7 @@ class OpenAIChatModel:
         except BackendError as exc:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
-            record.status, record.error = status_of_error(exc), redact(str(exc))
+            record.status, record.error = error_status(exc), redact(str(exc))
             return ChatReply(None, record)
         record.latency_s = watch.elapsed()
         self._record_usage(record, completion)

@@ -22,8 +22,7 @@ import prawcore
 import requests
 from praw.exceptions import InvalidURL, PRAWException
 
-from hifirag_core.backends.base import BackendError, PermanentError, TransientError
-from hifirag_core.backends.http_common import TimeoutTransientError
+from hifirag_core.backends.base import BackendError, CallTimeoutError, PermanentError, TransientError
 from hifirag_core.limits import ProviderGuard, parse_retry_after
 from hifirag_core.reddit import RedditComment, RedditThread
 from hifirag_core.secrets import Secret, redact
@@ -92,7 +91,7 @@ class PrawRedditSource:
                 raise TransientError(f"reddit: HTTP {exc.response.status_code}: {exc}") from None
             except prawcore.exceptions.RequestException as exc:
                 original = getattr(exc, "original_exception", exc)
-                error_cls = TimeoutTransientError if isinstance(original, requests.Timeout) else TransientError
+                error_cls = CallTimeoutError if isinstance(original, requests.Timeout) else TransientError
                 raise error_cls(redact(f"reddit: {type(original).__name__}: {original}") or "") from None
             except prawcore.exceptions.ResponseException as exc:
                 err = PermanentError(f"reddit: HTTP {exc.response.status_code}: {exc}")

@@ -25,8 +25,9 @@ from hifirag_core.backends.base import (
     PermanentError,
     SearchHit,
     TransientError,
+    error_status,
 )
-from hifirag_core.backends.http_common import error_for_status, status_of_error, transport_error
+from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.backends.http_fetch import classify_body, declared_charset, fetch_status_for_error
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
@@ -149,7 +150,7 @@ class ScrapingdogFetcher:
         except BackendError as exc:
             return FetchResult(url=url, status=fetch_status_for_error(exc), fetcher=self.name,
                                http_status=getattr(exc, "status_code", None),
-                               error=f"{status_of_error(exc)}: {redact(str(exc))}")
+                               error=f"{error_status(exc)}: {redact(str(exc))}")
         if self._guard.budget is not None and self._cost:
             self._guard.budget.charge(usd=self._cost)
         return result

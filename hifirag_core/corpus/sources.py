@@ -10,6 +10,7 @@ import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path, PurePosixPath
 
 from hifirag_core.config import SHARED_DATA
@@ -54,6 +55,8 @@ class SourcePage:
     url: str
     html: bytes
     title: str | None = None  # the page's title when its source names one (a manifest); else the HTML's
+    # What a static web server would send as Last-Modified: the file's modification time.
+    last_modified: str | None = None
 
 
 def shared_data_dir() -> Path:
@@ -82,7 +85,7 @@ def iter_tarball_pages(path: Path) -> Iterator[SourcePage]:
                 continue
             relpath = member.name.removeprefix("./")
             data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            yield SourcePage(site.name, relpath, site.url_for(relpath), data)
+            yield SourcePage(site.name, relpath, site.url_for(relpath), data, formatdate(member.mtime, usegmt=True))
 
 
 def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site | None = None) -> Iterator[SourcePage]:
@@ -97,7 +100,8 @@ def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site |
         if path.is_symlink() or not path.is_file():
             continue
         relpath = path.relative_to(folder).as_posix()
-        yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes())
+        yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes(),
+                         formatdate(path.stat().st_mtime, usegmt=True))
 
 
 # The FAQ pages of the docs corpus: the FAQ protocol (a) leaves them out of search and fetching,

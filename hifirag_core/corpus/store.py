@@ -1,8 +1,9 @@
 """The local corpus: the offline stand-in for both the search engine and the web.
 
 A corpus is built once from HTML pages (the documentation tarballs or a folder): every page's
-bytes go to the content-addressed blob store, its title and main text (from the sectioner) to
-``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
+bytes go to the content-addressed blob store, its title, main text (from the sectioner) and dates
+(``page_dates.py``: its best publication date in ``published``, every date signal in ``dates_json``)
+to ``pages.parquet``, and a BM25 index (bm25s) over its passages (one per section, with the page
 title) is saved beside it. Search ranks pages by their best passage, as web engines do: scored
 whole, a long page (a FAQ with fifty questions) drowns the one section that answers the query,
 and BM25's length normalization buries it (on the FAQ set, the gold page is in the top 10 for 70%
@@ -20,6 +21,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import bm25s
@@ -32,11 +34,13 @@ from hifirag_core.backends.base import SearchHit
 from hifirag_core.blobs import BlobStore
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
+from hifirag_core.page_dates import PageDate, page_dates
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import normalize_ws, split_sentences
 
-# The page text comes from the sectioner; 3: passage index; 4: dir/index.html is stored as dir/.
-CORPUS_VERSION = f"4/{SECTIONER_VERSION}"
+# The page text comes from the sectioner; 3: passage index; 4: each page's dates (page_dates.py);
+# 5: dir/index.html is stored as dir/.
+CORPUS_VERSION = f"5/{SECTIONER_VERSION}"
 PASSAGE_POOL = 300  # passages retrieved to rank pages by their best one
 _PASSAGE_BREAK = re.compile(r"\n\n(?=#{1,6} )")
 SNIPPET_CHARS = 240
@@ -126,7 +130,8 @@ class Corpus:
         progress: Callable[[int], None] | None = None,
     ) -> Corpus:
         """Parse every page once, store its bytes and text, and write the page table."""
-        rows: dict[str, list] = {k: [] for k in ("url", "site", "relpath", "title", "text", "sha256", "n_bytes")}
+        rows: dict[str, list] = {k: [] for k in ("url", "site", "relpath", "title", "text", "sha256", "n_bytes",
+                                                 "published", "dates_json")}
         seen: set[str] = set()
         for i, page in enumerate(pages, 1):
             url = normalize_url(page.url)
@@ -134,10 +139,7 @@ class Corpus:
                 continue
             seen.add(url)
             parsed = parse_sections(page.html, url)
-            text = "\n\n".join(
-                (("#" * max(s.level, 1) + " " + s.heading + "\n\n") if s.heading else "") + s.text
-                for s in parsed.sections
-            )
+            text = parsed.markdown()
             rows["url"].append(url)
             rows["site"].append(page.site)
             rows["relpath"].append(page.relpath)
@@ -145,6 +147,9 @@ class Corpus:
             rows["text"].append(text)
             rows["sha256"].append(blobs.put(page.html))
             rows["n_bytes"].append(len(page.html))
+            dates = page_dates(page.html, url=url, last_modified=page.last_modified, main_text=text)
+            rows["published"].append(next((d.date for d in dates if d.kind == "published"), None))
+            rows["dates_json"].append(json.dumps([d.to_json() for d in dates]))
             if progress:
                 progress(i)
         if not rows["url"]:
@@ -153,7 +158,8 @@ class Corpus:
         if root.exists():
             shutil.rmtree(root)  # a rebuild replaces the pages and the index built on them
         root.mkdir(parents=True)
-        pq.write_table(pa.table(rows), root / "pages.parquet", compression="zstd")
+        table = pa.table({k: pa.array(v, pa.date32()) if k == "published" else v for k, v in rows.items()})
+        pq.write_table(table, root / "pages.parquet", compression="zstd")
         stemmer = Stemmer.Stemmer("english")
         texts, owners = [], []
         for n, (title, text) in enumerate(zip(rows["title"], rows["text"], strict=True)):
@@ -191,6 +197,13 @@ class Corpus:
 
     def page(self, url: str) -> CorpusPage | None:
         return self.pages().get(normalize_url(url))
+
+    def page_dates(self) -> dict[str, list[PageDate]]:
+        """Every page's date signals, best first, as recorded when the corpus was built."""
+        table = pq.read_table(self.pages_path, columns=["url", "dates_json"])
+        return {row["url"]: [PageDate(date.fromisoformat(d["date"]), d["kind"], d["source"])
+                             for d in json.loads(row["dates_json"])]
+                for row in table.to_pylist()}
 
     def bm25(self) -> tuple[list[str], np.ndarray, bm25s.BM25]:
         """The page URLs, the page of each passage, and the BM25 index over every passage."""

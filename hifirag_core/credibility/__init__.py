@@ -6,8 +6,14 @@ warehouse tables (``hifirag_core.credibility.records``).
 """
 
 from hifirag_core.credibility import records as records  # registers the experiment tables
-from hifirag_core.credibility.priors import CLIP_MAX, CLIP_MIN, DEFAULT_PRIORS, resolve_priors, scale_spread
-from hifirag_core.credibility.rerank import CredibilityReranker, PriorScore, Ranking, score_with_prior
+from hifirag_core.credibility.priors import CLIP_MAX, CLIP_MIN, DEFAULT_PRIORS, resolve_priors
+from hifirag_core.credibility.rerank import (
+    CredibilityReranker,
+    PriorScore,
+    Ranking,
+    score_with_prior,
+    with_strength,
+)
 from hifirag_core.credibility.sources import (
     SOURCE_TYPES,
     SourceRules,
@@ -15,7 +21,7 @@ from hifirag_core.credibility.sources import (
     classify_sources,
     load_rules,
 )
-from hifirag_core.credibility.update import FeedbackRule, oracle_feedback, update_weights
+from hifirag_core.credibility.update import FeedbackRule, correctness_feedback, update_weights
 
 __all__ = [
     "CLIP_MAX",
@@ -29,10 +35,10 @@ __all__ = [
     "SourceRules",
     "classify_source",
     "classify_sources",
+    "correctness_feedback",
     "load_rules",
-    "oracle_feedback",
     "resolve_priors",
-    "scale_spread",
     "score_with_prior",
     "update_weights",
+    "with_strength",
 ]

@@ -1,4 +1,4 @@
-"""Credibility priors lambda(source type), their clipping range and the sensitivity scaling."""
+"""Credibility priors (the paper's lambda(source type)) and their clipping range."""
 
 from __future__ import annotations
 
@@ -41,9 +41,3 @@ def resolve_priors(config: CredibilityConfig | None = None) -> dict[str, float]:
     if missing:  # only reachable if DEFAULT_PRIORS and SourceType drift apart
         raise ValueError(f"no prior for source types {missing}")
     return priors
-
-
-def scale_spread(priors: Mapping[str, float], scale: float) -> dict[str, float]:
-    """lambda_s(t) = clip(mean + s * (lambda(t) - mean)); s=0 flattens, s=1 is the identity."""
-    mean = sum(priors.values()) / len(priors)
-    return {t: clip_weight(mean + scale * (w - mean)) for t, w in priors.items()}

@@ -1,317 +1,354 @@
-"""The credibility experiment's Markdown summary and sensitivity plot."""
+"""The credibility experiment's Markdown summary and plot, rendered from an ``ExperimentResult``.
+
+This module reads the experiment's result; the experiment never imports it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from hifirag_core.credibility.corpus import LABEL_SCHEMES, ExperimentCorpus
+import numpy as np
+
+from hifirag_core.credibility.experiment import (
+    BASELINE,
+    CredibilityExperimentConfig,
+    ExperimentResult,
+    HurtPoint,
+)
 from hifirag_core.credibility.priors import resolve_priors
-from hifirag_core.credibility.records import CredibilitySummaryRecord, CredibilitySweepRecord
-from hifirag_core.credibility.sources import SOURCE_TYPES
+from hifirag_core.credibility.records import CredibilityQueryRecord, CredibilitySummaryRecord
 from hifirag_core.credibility.update import converged_at
 
-if TYPE_CHECKING:
-    from hifirag_core.credibility.experiment import CredibilityExperimentConfig, EmbeddedCorpus, SystemRun
-
+SUMMARY_FILE = "credibility_summary.md"
+PLOT_FILE = "credibility_sweep.png"
 PAPER_P5 = (0.48, 0.72)  # the paper's similarity-only and source-aware P@5 (10 queries, 120 docs)
 
-_SCHEME_TITLES = {
-    "topical": "topical labels (primary: relevance independent of source type)",
-    "government_only": "government-only labels (faithful low-credibility copies count as not relevant)",
+SYSTEM_LABELS = {
+    BASELINE: "similarity only",
+    "prior": "x prior ** lambda",
+    "prior_smoothing": "x smoothed prior ** lambda",
+    "prior_update": "x learned prior ** lambda (feedback on the tune half)",
 }
 
 
-def metric_label(metric: str, k: int) -> str:
+def metric_label(metric: str, config: CredibilityExperimentConfig) -> str:
     """The column heading of a metric."""
     return {
-        "precision": f"P@{k}",
-        "ndcg": f"NDCG@{k}",
-        "reciprocal_rank": f"MRR@{k}",
-        "adversarial_hit_rate": f"adv. hit rate@{k}",
-        "mean_credibility": f"mean cred.@{k}",
-        "high_credibility_ratio": f"high-cred. share@{k}",
+        "precision": f"P@{config.k} (relevant and correct)",
+        "ndcg": f"nDCG@{config.ndcg_k} (relevant and correct)",
+        "adversarial_hit_rate": f"adv. hit rate@{config.k}",
+        "topical_precision": f"topical P@{config.k}",
+        "mean_credibility": f"mean prior@{config.k}",
     }[metric]
 
 
-def system_label(system: str) -> str:
-    """A system's name in tables; the oracle-update systems are marked as such."""
-    return {
-        "similarity": "similarity only (baseline)",
-        "prior": "x prior",
-        "prior_smoothing": "x prior + smoothing",
-        "prior_smoothing_update": "x prior + smoothing + update (ORACLE)",
-        "prior_update": "x prior + update (ORACLE), no smoothing",
-    }.get(system, system)
+def _interval(low: float | None, high: float | None, signed: bool = False) -> str:
+    if low is None or high is None:
+        return ""
+    fmt = "{:+.3f}" if signed else "{:.3f}"
+    return f"[{fmt.format(low)}, {fmt.format(high)}]"
 
 
 def _cell(row: CredibilitySummaryRecord) -> str:
-    if row.diff is None:
-        return f"{row.mean:.3f} [{row.mean_low:.3f}, {row.mean_high:.3f}]"
-    return f"{row.mean:.3f} ({row.diff:+.3f} [{row.diff_low:+.3f}, {row.diff_high:+.3f}])"
+    """Mean with its interval, then the gain over similarity with its interval."""
+    text = f"{row.mean:.3f} {_interval(row.mean_low, row.mean_high)}"
+    if row.strength > 0:
+        text += f"<br>{row.diff:+.3f} {_interval(row.diff_low, row.diff_high, signed=True)}"
+    return text
 
 
-def results_table(summary: Sequence[CredibilitySummaryRecord], scheme: str, metrics: Sequence[str],
-                  systems: Sequence[str], k: int) -> list[str]:
-    """Markdown rows: systems by metrics, each cell the mean and the paired difference to the baseline."""
-    by_key = {(r.system, r.metric): r for r in summary if r.labels == scheme}
-    lines = ["| system | " + " | ".join(metric_label(m, k) for m in metrics) + " |",
-             "|---|" + "---|" * len(metrics)]
-    for system in systems:
-        lines.append(f"| {system_label(system)} | " + " | ".join(_cell(by_key[(system, m)]) for m in metrics) + " |")
+def sweep_table(result: ExperimentResult, system: str,
+                metrics: Sequence[str] = ("precision", "ndcg", "adversarial_hit_rate", "topical_precision")) -> list[str]:
+    """Markdown rows of one system over correlation x strength on the report half."""
+    config = result.config
+    lines = ["| correlation | lambda | " + " | ".join(metric_label(m, config) for m in metrics) + " |",
+             "|---|---|" + "---|" * len(metrics)]
+    for c in sorted(config.correlations):
+        for s in sorted(config.strengths):
+            cells = [_cell(result.cell(c, s, system, m)) for m in metrics]
+            lines.append(f"| {c:g} | {s:g}{' (similarity)' if s == 0 else ''} | " + " | ".join(cells) + " |")
     return lines
 
 
-def _sweep_table(sweep: Sequence[CredibilitySweepRecord], k: int) -> list[str]:
-    columns = [("topical", "precision"), ("government_only", "precision"), ("topical", "ndcg"),
-               ("topical", "reciprocal_rank"), ("topical", "adversarial_hit_rate"), ("topical", "mean_credibility")]
-    values = {(r.scale, r.labels, r.metric): r.value for r in sweep}
-    scales = sorted({r.scale for r in sweep})
-    heads = [f"{metric_label(m, k)}{' (gov.-only labels)' if s == 'government_only' else ''}" for s, m in columns]
-    lines = ["| scale s | " + " | ".join(heads) + " |", "|---|" + "---|" * len(columns)]
-    for scale in scales:
-        lines.append(f"| {scale:g} | " + " | ".join(f"{values[(scale, s, m)]:.3f}" for s, m in columns) + " |")
+def _rates_table(result: ExperimentResult) -> list[str]:
+    config = result.config
+    cs = sorted(config.correlations)
+    by = {(r.correlation, r.source_type): r for r in result.rates}
+    types = [t for t in dict.fromkeys(r.source_type for r in result.rates)]
+    lines = ["| source type (prior, share) | " + " | ".join(f"c = {c:g}" for c in cs) + " |",
+             "|---|" + "---|" * len(cs)]
+    for t in types:
+        first = by[(cs[0], t)]
+        cells = [f"{by[(c, t)].rate:.3f} ({by[(c, t)].n_corrupted}/{by[(c, t)].n_docs})" for c in cs]
+        lines.append(f"| {t} ({first.prior:.2f}, {first.share:.2f}) | " + " | ".join(cells) + " |")
+    stats = {s.correlation: s for s in result.stats}
+    lines.append("| corr(prior, correct) over documents | " + " | ".join(f"{stats[c].prior_correct_corr:+.3f}" for c in cs) + " |")
+    lines.append("| relevant-and-correct per query (in the pool) | "
+                 + " | ".join(f"{stats[c].hits_per_query:.2f} ({stats[c].hits_in_pool:.2f})" for c in cs) + " |")
+    lines.append(f"| best possible P@{config.k}, report half | "
+                 + " | ".join(f"{stats[c].precision_ceiling:.3f}" for c in cs) + " |")
     return lines
 
 
-def plot_sweep(sweep: Sequence[CredibilitySweepRecord], path: Path, k: int) -> Path:
-    """Two panels over the spread scale: retrieval quality, and adversarial hits with credibility."""
+def _choice_section(result: ExperimentResult) -> list[str]:
+    choice, config = result.choice, result.config
+    lines = [
+        f"Rule (fixed before the run, applied to the **tune half** only, {result.n_queries['tune']} queries): the "
+        f"lambda of `x prior` with the highest tune-half gain in {metric_label(choice.metric, config)} at the "
+        f"realistic correlation c = {choice.realistic_at:g}, among the lambdas whose tune-half gain at c = 0 "
+        f"(corruption independent of type) is at least -{choice.max_loss_uncorrelated:.3f}; ties go to the smaller "
+        "lambda.",
+        "",
+        f"| lambda | tune gain at c = {choice.realistic_at:g} | tune gain at c = 0 | eligible |",
+        "|---|---|---|---|",
+    ]
+    for s, (realistic, none) in sorted(choice.gains.items()):
+        mark = "**chosen**" if s == choice.strength else ("yes" if s in choice.eligible else "no")
+        lines.append(f"| {s:g} | {realistic:+.3f} | {none:+.3f} | {mark} |")
+    lines += ["", f"**Default strength: lambda = {choice.strength:g}** (`credibility.strength`). On the report "
+              f"half ({result.n_queries['report']} queries), at that strength:", ""]
+    if choice.strength == 0:
+        lines.append("- lambda = 0 is similarity only: the prior is off in effect, whatever `credibility.enabled` says.")
+    else:
+        for c in sorted(config.correlations):
+            p = result.cell(c, choice.strength, "prior", "precision")
+            n = result.cell(c, choice.strength, "prior", "ndcg")
+            a = result.cell(c, choice.strength, "prior", "adversarial_hit_rate")
+            lines.append(f"- c = {c:g}: P@{config.k} gain {p.diff:+.3f} {_interval(p.diff_low, p.diff_high, True)}, "
+                         f"nDCG@{config.ndcg_k} gain {n.diff:+.3f} {_interval(n.diff_low, n.diff_high, True)}, "
+                         f"adversarial hit rate {a.diff:+.3f} {_interval(a.diff_low, a.diff_high, True)}")
+    return lines
+
+
+def _hurt_table(hurt: Sequence[HurtPoint]) -> list[str]:
+    def fmt(value: float | None) -> str:
+        return "never" if value is None else f"{value:g}"
+
+    lines = ["| system | correlation | best lambda (mean gain) | first lambda with a negative mean gain | "
+             "first lambda whose whole interval is below 0 |", "|---|---|---|---|---|"]
+    for h in hurt:
+        lines.append(f"| {SYSTEM_LABELS[h.system]} | {h.correlation:g} | {fmt(h.best_strength)} | "
+                     f"{fmt(h.first_below_zero)} | {fmt(h.first_significant)} |")
+    return lines
+
+
+def _by_relevant_count(result: ExperimentResult, correlation: float, strength: float) -> list[str]:
+    """The P@k gain split by whether a query has more relevant-and-correct documents than k."""
+    config = result.config
+    if strength == 0:
+        return []
+    rows: list[CredibilityQueryRecord] = result.records[CredibilityQueryRecord.TABLE]  # type: ignore[assignment]
+    cell = {r.question_id: r for r in rows if r.half == "report" and r.correlation == correlation
+            and r.system == "prior" and r.strength == strength}
+    base = {r.question_id: r for r in rows if r.half == "report" and r.correlation == correlation
+            and r.system == BASELINE}
+    groups: dict[str, list[float]] = {f"at most {config.k}": [], f"more than {config.k}": []}
+    for qid, row in cell.items():
+        key = f"at most {config.k}" if row.n_hits <= config.k else f"more than {config.k}"
+        groups[key].append(row.precision - base[qid].precision)
+    parts = [f"{name} ({len(v)} queries): {np.mean(v):+.3f}" for name, v in groups.items() if v]
+    return [f"P@{config.k} gain of `x prior` at c = {correlation:g}, lambda = {strength:g}, by how many "
+            "relevant-and-correct documents a query has: " + "; ".join(parts) + "."]
+
+
+def _weights_section(result: ExperimentResult) -> list[str]:
+    """Initial and learned weights of the feedback system at the realistic correlation and lambda 1."""
+    config = result.config
+    from hifirag_core.credibility.records import CredibilityWeightRecord
+
+    rows: list[CredibilityWeightRecord] = result.records[CredibilityWeightRecord.TABLE]  # type: ignore[assignment]
+    strength = 1.0 if 1.0 in config.strengths else max(config.strengths)
+    picked = [r for r in rows if r.correlation == config.realistic_at and r.strength == strength]
+    if not picked:
+        return []
+    steps = max(r.step for r in picked)
+    history = [{r.source_type: r.weight for r in picked if r.step == i} for i in range(steps + 1)]
+    types = sorted(config.type_shares, key=lambda t: -history[0][t])
+    rates = {r.source_type: r.rate for r in result.rates if r.correlation == config.realistic_at}
+    step = converged_at(history, types)
+    lines = [f"At c = {config.realistic_at:g}, lambda = {strength:g}: the update rule (eta = {config.update_rate}, "
+             f"{config.delta_correct:+} per correct and {config.delta_corrupted:+} per corrupted document shown) over "
+             f"the {steps} tune-half queries. A type's weight drifts up when fewer than "
+             f"{config.delta_correct / (config.delta_correct - config.delta_corrupted):.3f} of its shown documents "
+             f"are corrupted, down otherwise. The paper's convergence criterion holds from query "
+             f"{step if step is not None else 'never'}.", "",
+             "| source type | corruption rate | prior | learned weight |", "|---|---|---|---|"]
+    for t in types:
+        lines.append(f"| {t} | {rates[t]:.3f} | {history[0][t]:.3f} | {history[-1][t]:.3f} |")
+    return lines
+
+
+def plot_sweep(result: ExperimentResult, path: Path) -> Path:
+    """Heatmaps of the gain over lambda x correlation, and lines of the gain with their intervals."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a display
     import matplotlib.pyplot as plt
 
-    def series(scheme: str, metric: str) -> tuple[list[float], list[float]]:
-        points = sorted((r.scale, r.value) for r in sweep if r.labels == scheme and r.metric == metric)
-        return [p[0] for p in points], [p[1] for p in points]
+    config = result.config
+    cs, ss = sorted(config.correlations), sorted(config.strengths)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for metric, style in (("precision", "o-"), ("ndcg", "s-"), ("reciprocal_rank", "^-")):
-        left.plot(*series("topical", metric), style, label=f"{metric_label(metric, k)} (topical)")
-    left.plot(*series("government_only", "precision"), "o--", label=f"{metric_label('precision', k)} (gov.-only labels)")
-    for metric, style in (("adversarial_hit_rate", "o-"), ("mean_credibility", "s-"), ("high_credibility_ratio", "^-")):
-        right.plot(*series("topical", metric), style, label=metric_label(metric, k))
-    for ax, title in ((left, "Retrieval quality"), (right, "Adversarial hits and credibility")):
-        ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
-        ax.set_xlabel("prior spread scale s  (0: all equal, 1: paper's priors)")
-        ax.set_title(title)
-        ax.set_ylim(-0.02, 1.02)
+    def heatmap(ax, metric: str, title: str) -> None:
+        grid = np.array([[result.cell(c, s, "prior", metric).diff for s in ss] for c in cs])
+        # colours saturate at +-0.1 so the sign of the small gains stays visible; the numbers are exact
+        bound = min(max(float(np.abs(grid).max()), 1e-3), 0.1)
+        image = ax.imshow(grid, origin="lower", cmap="RdBu", vmin=-bound, vmax=bound, aspect="auto")
+        for i, c in enumerate(cs):
+            for j, s in enumerate(ss):
+                row = result.cell(c, s, "prior", metric)
+                sure = row.diff_low is not None and row.diff_high is not None and (row.diff_low > 0 or row.diff_high < 0)
+                ax.text(j, i, f"{row.diff:+.3f}{'*' if sure and s > 0 else ''}", ha="center", va="center", fontsize=7.5,
+                        color="white" if abs(row.diff) > 0.75 * bound else "black")
+        ax.set_xticks(range(len(ss)), [f"{s:g}" for s in ss])
+        ax.set_yticks(range(len(cs)), [f"{c:g}" for c in cs])
+        ax.set_xlabel("lambda (prior strength; 0 = similarity only)")
+        ax.set_ylabel("correlation of corruption with source type")
+        ax.axvline(ss.index(result.choice.strength), color="black", linewidth=0.8, linestyle=":")
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
+
+    heatmap(axes[0, 0], "precision", f"Gain in P@{config.k} (relevant and correct), x prior ** lambda\n"
+                                      "report half; * = 95% interval excludes 0; colours capped at 0.1")
+    heatmap(axes[0, 1], "ndcg", f"Gain in nDCG@{config.ndcg_k} (relevant and correct), x prior ** lambda\n"
+                                "report half; * = 95% interval excludes 0; colours capped at 0.1")
+
+    positions = list(range(len(ss)))  # evenly spaced: the small strengths are where the sign changes
+
+    def band(ax, c: float, system: str, metric: str, **style) -> None:
+        rows = [result.cell(c, s, system, metric) for s in ss]
+        ax.plot(positions, [r.diff for r in rows], **style)
+        ax.fill_between(positions, [r.diff_low or 0.0 for r in rows], [r.diff_high or 0.0 for r in rows],
+                        color=style.get("color"), alpha=0.12, linewidth=0)
+
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(cs)))
+    for c, colour in zip(cs, colours, strict=True):
+        band(axes[1, 0], c, "prior", "precision", color=colour, marker="o", markersize=3, label=f"c = {c:g}")
+    axes[1, 0].set_title(f"Gain in P@{config.k} of x prior ** lambda, by correlation (bands: 95% intervals)", fontsize=10)
+    c0 = config.realistic_at
+    for system, colour in (("prior", "C0"), ("prior_smoothing", "C1"), ("prior_update", "C2")):
+        if system in config.systems:
+            band(axes[1, 1], c0, system, "precision", color=colour, marker="o", markersize=3,
+                 label=f"P@{config.k}: {SYSTEM_LABELS[system]}")
+    band(axes[1, 1], c0, "prior", "adversarial_hit_rate", color="C3", linestyle="--",
+         label="adv. hit rate: x prior (lower is better)")
+    band(axes[1, 1], c0, "prior", "topical_precision", color="C4", linestyle=":", label=f"topical P@{config.k}: x prior")
+    axes[1, 1].set_title(f"Gains at the realistic correlation c = {c0:g} (bands: 95% intervals)", fontsize=10)
+    for ax in (axes[1, 0], axes[1, 1]):
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.axvline(ss.index(result.choice.strength), color="black", linewidth=0.8, linestyle=":")
+        ax.set_xticks(positions, [f"{s:g}" for s in ss])
+        ax.set_xlabel("lambda (prior strength; 0 = similarity only; evenly spaced)")
+        ax.set_ylabel("gain over similarity only")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    fig.suptitle("Sensitivity of sim x prior to the spread of the priors")
+        ax.legend(fontsize=7.5, loc="lower left")
+    fig.suptitle(f"Source-aware reranking: gain over similarity only (experiment {result.experiment_id}; dotted "
+                 f"line: default lambda = {result.choice.strength:g})", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _weights_section(runs: Mapping[str, SystemRun], present: Sequence[str]) -> list[str]:
-    lines: list[str] = []
-    for run in runs.values():
-        if not run.weight_history:
-            continue
-        history = run.weight_history
-        first, last = history[0], history[-1]
-        step = converged_at(history, present)
-        lines.append(f"**{system_label(run.name)}**: weights after {len(history) - 1} queries. The paper's "
-                     "convergence criterion (mean |change| over the last 3 queries < 0.01, averaged here over the "
-                     f"types present in the corpus) holds from query {step if step is not None else 'never'}; one "
-                     "query moves a weight by at most eta x 0.5 = 0.025, so that criterion says little, and the "
-                     "last column shows when each weight stopped moving.")
-        lines.append("")
-        lines.append("| source type | initial | final | final value from query |")
-        lines.append("|---|---|---|---|")
-        for t in SOURCE_TYPES:
-            if t in present:
-                settled = next(i for i in range(len(history)) if all(h[t] == last[t] for h in history[i:]))
-                lines.append(f"| {t} | {first[t]:.3f} | {last[t]:.3f} | {settled} |")
-        lines.append("")
-    return lines
-
-
-def _closeness(corpus: ExperimentCorpus, embedded: EmbeddedCorpus) -> str:
-    """Mean cosine of each query to its gold page and to the copies made from its own answer."""
-    import numpy as np
-
-    copies: dict[str, list[int]] = {}
-    for di, doc in enumerate(corpus.docs):
-        if doc.kind != "original":
-            copies.setdefault(doc.origin_doc_id, []).append(di)
-    gold, adversarial, faithful = [], [], []
-    for qi, query in enumerate(corpus.queries):
-        qv = embedded.query_vectors[qi]
-        gold.append(float(qv @ embedded.doc_vectors[corpus.doc_index[query.gold_doc_id]]))
-        qid = query.query_id.rsplit("#", 1)[-1]
-        for di in copies.get(query.gold_doc_id, []):
-            doc = corpus.docs[di]
-            if doc.adversarial and doc.origin_qid == qid:
-                adversarial.append(float(qv @ embedded.doc_vectors[di]))
-            elif doc.kind == "faithful":
-                faithful.append(float(qv @ embedded.doc_vectors[di]))
-    parts = [f"Mean cosine of a query to its gold page {np.mean(gold):.3f}"]
-    if adversarial:
-        parts.append(f"to the adversarial copy of its answer {np.mean(adversarial):.3f}")
-    if faithful:
-        parts.append(f"to a faithful copy of its page {np.mean(faithful):.3f}")
-    return ", ".join(parts) + "."
-
-
-def _mean_relevant(corpus: ExperimentCorpus, scheme: str) -> float:
-    grades = corpus.labels[scheme].values()
-    return sum(sum(1 for g in q.values() if g > 0) for q in grades) / max(len(grades), 1)
-
-
-def _precision_ceiling(corpus: ExperimentCorpus, scheme: str, k: int) -> float:
-    """Mean over queries of min(relevant, k) / k: the best P@k any ranking could get."""
-    grades = corpus.labels[scheme].values()
-    return sum(min(sum(1 for g in q.values() if g > 0), k) / k for q in grades) / max(len(grades), 1)
-
-
-def write_report(out_dir: Path, config: CredibilityExperimentConfig, corpus: ExperimentCorpus,
-                 embedded: EmbeddedCorpus, summary: Sequence[CredibilitySummaryRecord],
-                 sweep: Sequence[CredibilitySweepRecord], runs: Mapping[str, SystemRun],
-                 experiment_id: str, pool_stats: Mapping[str, float] | None = None) -> tuple[Path, Path]:
-    """Write ``credibility_summary.md`` and ``credibility_sensitivity.png`` into ``out_dir``."""
-    from hifirag_core.credibility.experiment import (
-        BASELINE,
-        LABEL_FREE_METRICS,
-        METRICS,
-        PLOT_FILE,
-        SUMMARY_FILE,
-    )
-
-    k = config.k
-    systems = list(runs)
-    counts: dict[tuple[str, str], int] = {}
-    for doc in corpus.docs:
-        counts[(doc.kind, doc.source_type)] = counts.get((doc.kind, doc.source_type), 0) + 1
-    present = [t for t in SOURCE_TYPES if any(st == t for _, st in counts)]
+def write_report(result: ExperimentResult, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``credibility_summary.md`` and ``credibility_sweep.png`` into ``out_dir``."""
+    config = result.config
+    out_dir.mkdir(parents=True, exist_ok=True)
     priors = resolve_priors(config.credibility)
-    n_adv = sum(1 for d in corpus.docs if d.adversarial)
-    changed = sum(len(d.changes) for d in corpus.docs if d.adversarial)
-    label_metrics = [m for m in METRICS if m not in LABEL_FREE_METRICS]
-    free_metrics = [m for m in METRICS if m in LABEL_FREE_METRICS]
-
-    def mean_of(system: str, metric: str, scheme: str = "topical") -> float:
-        return next(r.mean for r in summary if r.system == system and r.metric == metric and r.labels == scheme)
-
-    def diff_of(system: str, metric: str, scheme: str = "topical") -> CredibilitySummaryRecord:
-        return next(r for r in summary if r.system == system and r.metric == metric and r.labels == scheme)
-
+    c0, choice = config.realistic_at, result.choice
+    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(result.corruption_kinds.items(), key=lambda kv: -kv[1]))
+    emb = result.embedding
     lines = [
-        "# Source-aware reranking on MedQuAD with injected low-credibility and adversarial copies",
+        "# When does a source prior help retrieval? A sweep of its strength against how well source predicts truth",
         "",
-        f"Experiment `{experiment_id}` · corpus namespace `{corpus.namespace}` · corpus fingerprint "
-        f"`{corpus.data_fingerprint}` · seed {config.seed}",
+        f"Experiment `{result.experiment_id}` · corpus namespace `{result.namespace}` · corpus fingerprint "
+        f"`{result.fingerprint}` · seed {config.seed}",
         "",
-        "**A controlled synthetic setting.** The government documents are real MedQuAD pages (NIH/CDC, "
-        "CC BY 4.0). Every forum, blog and AI-chat document is synthetic, generated reproducibly from "
-        "them: faithful copies (the first sentences of a real answer, lightly reworded) and adversarial "
-        "copies (the same, with polarity words reversed, numbers scaled and drug names swapped). Their "
-        "URLs have the real shapes of those platforms but the pages were never published. Source types "
-        "come from the URL rules (the originals carry `government` as metadata). This is the paper's "
-        "threat model: low-credibility documents are identifiable by their source.",
+        "**A controlled synthetic setting.** Every document is a rendition of a real MedQuAD answer (NIH/CDC, "
+        "CC BY 4.0) framed as one of seven kinds of page under a URL of that kind of site; the pages were never "
+        "published. A corrupted document carries one edit that changes what it asserts (a changed dose or "
+        "quantity, a negated claim, a wrong date or age). Every source type holds faithful and corrupted "
+        "documents; the correlation parameter c sets how strongly corruption follows type, from none (c = 0) "
+        f"through assumed realistic rates (c = {c0:g}) to total (c = 1: all corruption in blogs, forums and AI "
+        "chats, as in the earlier corpus).",
         "",
-        "**The `update` systems use ORACLE feedback**: after each query, the adversarial flags and the gold "
-        "document's source type (from the labels) drive the weight update. Each query is ranked before its "
-        "own feedback is applied, but these rows show the update rule under ideal feedback, not learning "
-        "from real use.",
+        "**Labels come from each document's own record**: relevant when it answers the query's question, "
+        "correct when it is not corrupted, a hit when both, whatever its type. The reranker sees similarity, "
+        "the URL's source type and, with smoothing, its neighbours' types; never a label.",
+        "",
+        f"**Halves.** Queries fall in a tune half ({result.n_queries['tune']}) and a report half "
+        f"({result.n_queries['report']}) by a fixed hash of their id. The default lambda and the learned weights "
+        "come from the tune half; every figure below is from the report half unless it says otherwise.",
         "",
         "## Setting",
         "",
-        f"- {len(corpus.docs):,} documents, {len(corpus.queries)} queries (MedQuAD questions; the gold "
-        "document is the page the question comes from).",
-        f"- {n_adv} adversarial documents ({changed:,} changed claims in all), "
-        f"{sum(1 for d in corpus.docs if d.kind == 'faithful')} faithful low-credibility copies.",
-        f"- Retrieval: MiniLM (all-MiniLM-L6-v2) unit vectors, FAISS `IndexFlatIP`; each document is embedded "
-        f"as its title plus its first {config.embed_chars} characters. Pool of "
-        f"{config.credibility.pool_factor * k} by similarity, top {k} reported.",
-        f"- Smoothing: alpha = {config.credibility.smoothing_alpha}, {config.credibility.smoothing_neighbours} "
-        f"nearest neighbours; update: eta = {config.update_rate}, delta = {config.delta_match:+} (type matches "
-        f"the gold document's) / {config.delta_adversarial:+} (adversarial) / {config.delta_other:+} (otherwise).",
-        f"- Embedding took {embedded.seconds:.1f} s"
-        + (f" ({embedded.encoded:,} texts through the model, the rest from the on-disk cache)."
-           if embedded.encoded is not None else "."),
-        f"- Intervals: {config.confidence:.0%} percentile bootstrap over queries, {config.bootstrap_resamples:,} "
-        f"resamples, seed {config.bootstrap_seed}; differences are paired against the baseline.",
-        *([f"- The pool of {config.credibility.pool_factor * k} holds the gold page for "
-           f"{pool_stats['gold_in_pool']:.1%} of queries, {pool_stats['adversarial_in_pool']:.2f} adversarial "
-           f"documents on average, and fewer than {k} documents of a type with prior >= "
-           f"{config.high_credibility_threshold:.2f} for {pool_stats['pool_short_of_high']:.1%} of queries: there "
-           "the top k must include lower-credibility documents whatever the weights (the prior only reorders "
-           "the pool)."] if pool_stats else []),
-        "- Relevant documents per query (mean): "
-        + "; ".join(f"{s} labels {_mean_relevant(corpus, s):.2f}, so P@{k} can reach at most "
-                    f"{_precision_ceiling(corpus, s, k):.3f}" for s in LABEL_SCHEMES) + ".",
+        f"- {result.n_docs:,} documents, {sum(result.n_queries.values())} queries (one MedQuAD question per focus); "
+        f"{config.renditions[0]}-{config.renditions[1]} renditions of each query's answer, "
+        f"{config.sibling_renditions} of another question of the same page, {config.n_background} background "
+        f"renditions. Every document has a faithful and a corrupted text; the corrupted texts carry {kinds} "
+        "edits (a dose or a date where the text states one, else a negation).",
+        f"- Retrieval: MiniLM (all-MiniLM-L6-v2) unit vectors, FAISS `IndexFlatIP`, title plus the first "
+        f"{config.embed_chars} characters embedded. Pool of {config.pool_size()} by similarity (3 x nDCG's k); "
+        f"P@{config.k}, the adversarial hit rate and topical P@{config.k} read its top {config.k}, "
+        f"nDCG@{config.ndcg_k} its top {config.ndcg_k}.",
+        f"- Scoring: sim x prior(type) ** lambda, lambda in {', '.join(f'{s:g}' for s in sorted(config.strengths))}. "
+        f"Smoothing: alpha = {config.credibility.smoothing_alpha}, {config.credibility.smoothing_neighbours} "
+        f"neighbours. Update: eta = {config.update_rate}, feedback {config.delta_correct:+} per correct and "
+        f"{config.delta_corrupted:+} per corrupted document among the {config.k} shown, tune half only.",
+        f"- Embedding: {emb.n_texts:,} distinct texts in {emb.seconds:.1f} s"
+        + (f" ({emb.encoded:,} through the model, the rest from the on-disk cache)." if emb.encoded is not None else ".")
+        + " Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items()) + ".",
+        f"- Intervals: {config.confidence:.0%} percentile bootstrap over the report half's queries, "
+        f"{config.bootstrap_resamples:,} resamples, seed {config.bootstrap_seed}; gains are paired against "
+        "similarity only on the same queries.",
+        "- Priors: " + ", ".join(f"{t} {priors[t]:.2f}" for t in sorted(config.type_shares, key=lambda t: -priors[t])) + ".",
         "",
-        "| kind | " + " | ".join(present) + " |",
-        "|---|" + "---|" * len(present),
+        "### Corruption rate by source type and correlation (realised: corrupted / documents)",
+        "",
+        *_rates_table(result),
+        "",
+        "## The sweep: x prior ** lambda",
+        "",
+        "Each cell: the mean with its interval, then the gain over similarity only with its interval.",
+        "",
+        *sweep_table(result, "prior"),
+        "",
+        f"![sweep]({PLOT_FILE})",
+        "",
+        "## Which strength",
+        "",
+        *_choice_section(result),
+        "",
+        "## Where the prior starts to hurt",
+        "",
+        f"P@{config.k} (relevant and correct), report half, for each system and correlation:",
+        "",
+        *_hurt_table(result.hurt),
+        "",
+        *_by_relevant_count(result, c0, choice.strength if choice.strength > 0 else 1.0),
+        "",
     ]
-    for kind in ("original", "faithful", "adversarial"):
-        lines.append(f"| {kind} | " + " | ".join(str(counts.get((kind, t), 0)) for t in present) + " |")
-    lines += ["", "Priors (defaults from table 1 as attributed by third-party notes): "
-              + ", ".join(f"{t} {priors[t]:.2f}" for t in SOURCE_TYPES), ""]
-
-    lines += ["## Results", "",
-              "Each cell: mean over queries, then in brackets the paired difference to similarity-only with "
-              "its interval (the baseline row shows its own interval).", ""]
-    for scheme in LABEL_SCHEMES:
-        lines += [f"### Relevance: {_SCHEME_TITLES[scheme]}", ""]
-        lines += results_table(summary, scheme, label_metrics, systems, k)
-        lines.append("")
-    lines += ["### Source of the top results (independent of the labels)", ""]
-    lines += results_table(summary, "topical", free_metrics, systems, k)
-    lines.append("")
-
-    weights = _weights_section(runs, present)
+    for system in config.systems:
+        if system != "prior":
+            lines += [f"## The sweep: {SYSTEM_LABELS[system]}", "", *sweep_table(result, system), ""]
+    weights = _weights_section(result) if "prior_update" in config.systems else []
     if weights:
-        lines += ["## Oracle weight update", ""] + weights
-
-    lines += ["## Sensitivity to the spread of the priors", "",
-              "The `x prior` system with lambda_s(t) = clip(mean + s (lambda(t) - mean), 0.10, 1.00), the mean "
-              "taken over the eight types: s = 0 makes every weight equal (similarity order), s = 1 is the "
-              "paper's table, s = 2 doubles the gaps.", ""]
-    lines += _sweep_table(sweep, k)
-    lines += ["", f"![sensitivity]({PLOT_FILE})", ""]
-
-    base_p, prior_p = mean_of(BASELINE, "precision"), mean_of("prior", "precision") if "prior" in runs else None
+        lines += ["## Weights learned from feedback", "", *weights, ""]
+    base = result.cell(c0, 0.0, "prior", "precision")
+    paper = result.cell(1.0, 1.0, "prior", "precision") if 1.0 in config.correlations and 1.0 in config.strengths else None
     lines += ["## Compared with the paper", "",
-              f"The paper reports P@5 {PAPER_P5[0]:.2f} -> {PAPER_P5[1]:.2f} for similarity-only -> source-aware "
-              "on 120 hand-built documents and 10 queries, with 10 hand-written adversarial documents."]
-    if prior_p is not None:
-        topical = diff_of("prior", "precision")
-        gov = diff_of("prior", "precision", "government_only")
-        adv = diff_of("prior", "adversarial_hit_rate")
-        lines += [
-            "",
-            f"Here, with {len(corpus.queries)} queries over {len(corpus.docs):,} documents: P@{k} "
-            f"{base_p:.3f} -> {prior_p:.3f} with topical labels (difference {topical.diff:+.3f}, interval "
-            f"[{topical.diff_low:+.3f}, {topical.diff_high:+.3f}]), "
-            f"{mean_of(BASELINE, 'precision', 'government_only'):.3f} -> "
-            f"{mean_of('prior', 'precision', 'government_only'):.3f} with government-only labels "
-            f"({gov.diff:+.3f} [{gov.diff_low:+.3f}, {gov.diff_high:+.3f}]); the adversarial hit rate goes "
-            f"{adv.baseline_mean:.3f} -> {adv.mean:.3f}.",
-        ]
-    lines += [
-        "",
-        "What differs between the two settings (facts of the set-ups, whatever the figures):",
-        "",
-        "- *Labels and ceiling.* The paper's 10 queries cover 5 topics, each with topic-matched relevant "
-        "documents among 120. Here a query's relevant documents are those about its MedQuAD focus, which "
-        "MedQuAD mostly covers with one page, so P@5 is capped by the ceiling given under Setting and its "
-        "absolute value is not comparable with the paper's.",
-        "- *What the low-credibility documents are.* Our copy of the paper does not say whether its "
-        "non-adversarial low-credibility documents were on topic. Here faithful copies are on topic: with "
-        "topical labels they are relevant and demoting them costs precision; with government-only labels "
-        "they are not, which is the only way a prior can raise precision by demoting them.",
-        f"- *Sample size.* 10 queries against {len(corpus.queries)} here; our copy of the paper gives no "
-        "interval, while a mean P@5 over 10 queries moves in steps of 0.02 and has a wide interval.",
-        "- *Adversarial documents.* The paper's 10 were hand-written to be close to its queries; ours are "
-        "automatic edits of the answer each query was drawn from. " + _closeness(corpus, embedded),
-        "",
-    ]
+              f"The paper reports P@5 {PAPER_P5[0]:.2f} -> {PAPER_P5[1]:.2f} for similarity only -> x prior on 120 "
+              "hand-built documents and 10 queries, where low-credibility sources were the adversarial ones."]
+    if paper is not None:
+        lines += ["", f"Here the paper's own setting is lambda = 1; at c = 1 (corruption only in low-credibility "
+                  f"types) P@{config.k} goes {paper.baseline_mean:.3f} -> {paper.mean:.3f} ({paper.diff:+.3f} "
+                  f"{_interval(paper.diff_low, paper.diff_high, True)}), and at the realistic c = {c0:g} "
+                  f"{base.mean:.3f} -> {result.cell(c0, 1.0, 'prior', 'precision').mean:.3f}. Relevance here is "
+                  "independent of type, so the prior gains only by pushing corrupted relevant documents below "
+                  "correct ones, and loses whenever it lifts a document that answers another question above one "
+                  "that answers this one."]
+    lines.append("")
     summary_path = out_dir / SUMMARY_FILE
     summary_path.write_text("\n".join(lines), encoding="utf-8")
-    plot_path = plot_sweep(sweep, out_dir / PLOT_FILE, k)
-    return summary_path, plot_path
+    return summary_path, plot_sweep(result, out_dir / PLOT_FILE)

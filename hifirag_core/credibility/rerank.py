@@ -1,18 +1,21 @@
-"""Source-aware reranking: score(q, d) = sim(q, d) x lambda(s_d) over a similarity candidate pool.
+"""Source-aware reranking: score(q, d) = sim(q, d) x prior(s_d) ** strength over a similarity candidate pool.
 
 The paper's steps, as implemented here:
 
 * **Pool.** FAISS ``IndexFlatIP`` over unit vectors (exact cosine) returns the ``pool_factor x k``
   most similar documents (3k in the paper). The prior only reorders this pool: a document outside
   it is never returned, whatever its source.
-* **Prior.** Each pool document's weight is the prior of its source type.
+* **Prior.** Each pool document's weight is the prior of its source type raised to the power
+  ``strength`` (lambda in docs/credibility.md): 0 ranks by similarity alone, 1 is the paper's
+  ``sim x prior``, above 1 the prior counts for more. A power keeps the order invariant to a common
+  factor on the priors and makes lambda the weight of log prior against log similarity.
 * **One-hop smoothing (optional).** ``lambda'(d) = clip(lambda(d) + alpha * sum_{n in N(d)}
   sim(d, n) * lambda(n), 0.10, 1.00)``. Our reading of what the paper leaves open: N(d) are the
   ``smoothing_neighbours`` (3) nearest documents to d in the whole index, d itself excluded;
   lambda(n) is the neighbour's unsmoothed type weight (one hop, computed for all pool documents at
   once); the sum is not normalised, exactly as equation 3 is written, so smoothing can only raise
   a weight and it narrows the gap between high and low types.
-* **Order.** Descending ``sim x weight``; ties broken by higher similarity, then by index position,
+* **Order.** Descending ``sim x weight`` (with weight = prior ** strength); ties broken by higher similarity, then by index position,
   so the order is deterministic.
 """
 
@@ -56,6 +59,13 @@ def weight_vector(weights: Mapping[str, float]) -> np.ndarray:
     if missing:
         raise ValueError(f"weights are missing source types {missing}")
     return np.array([weights[t] for t in SOURCE_TYPES], dtype=np.float64)
+
+
+def with_strength(priors: np.ndarray, strength: float) -> np.ndarray:
+    """Priors raised to ``strength``: the weights that multiply similarity (all 1 at strength 0)."""
+    if strength < 0:
+        raise ValueError(f"strength must be at least 0, got {strength}")
+    return np.power(np.asarray(priors, dtype=np.float64), strength)
 
 
 def smooth_weights(base: np.ndarray, neighbour_sims: np.ndarray, neighbour_weights: np.ndarray,
@@ -125,33 +135,33 @@ class CredibilityReranker:
             self.neighbours(np.arange(start, min(start + batch, len(self))), n)
 
     def doc_weights(self, doc_ids: np.ndarray, type_weights: np.ndarray, smoothing_alpha: float | None = None,
-                    n_neighbours: int = 3) -> np.ndarray:
-        """Each document's weight: its type's prior, smoothed over its neighbours if alpha is given."""
+                    n_neighbours: int = 3, strength: float = 1.0) -> np.ndarray:
+        """Each document's weight: its type's prior (smoothed over its neighbours if alpha is given) ** strength."""
         base = type_weights[self.type_codes[doc_ids]]
-        if smoothing_alpha is None:
-            return base
-        n_sims, n_ids = self.neighbours(doc_ids, n_neighbours)
-        return smooth_weights(base, n_sims, type_weights[self.type_codes[n_ids]], smoothing_alpha)
+        if smoothing_alpha is not None:
+            n_sims, n_ids = self.neighbours(doc_ids, n_neighbours)
+            base = smooth_weights(base, n_sims, type_weights[self.type_codes[n_ids]], smoothing_alpha)
+        return with_strength(base, strength)
 
     def rerank(self, pool_sims: np.ndarray, pool_ids: np.ndarray, k: int, type_weights: np.ndarray | None,
-               smoothing_alpha: float | None = None, n_neighbours: int = 3) -> Ranking:
-        """The top k of one query's pool; ``type_weights=None`` ranks by similarity alone."""
+               smoothing_alpha: float | None = None, n_neighbours: int = 3, strength: float = 1.0) -> Ranking:
+        """The top k of one query's pool; ``type_weights=None`` or ``strength=0`` ranks by similarity alone."""
         valid = pool_ids >= 0
         sims, ids = pool_sims[valid].astype(np.float64), pool_ids[valid]
-        if type_weights is None:
+        if type_weights is None or strength == 0:
             weights = np.ones(len(ids))
         else:
-            weights = self.doc_weights(ids, type_weights, smoothing_alpha, n_neighbours)
+            weights = self.doc_weights(ids, type_weights, smoothing_alpha, n_neighbours, strength)
         order = rerank_order(sims, weights)[:k]
         return Ranking(ids[order], sims[order], weights[order], sims[order] * weights[order])
 
     def search(self, query_vectors: np.ndarray, k: int, weights: Mapping[str, float] | None,
                pool_factor: int = 3, smoothing_alpha: float | None = None,
-               n_neighbours: int = 3) -> list[Ranking]:
+               n_neighbours: int = 3, strength: float = 1.0) -> list[Ranking]:
         """Pool of ``pool_factor x k`` by similarity, then the prior (and smoothing) reorders it."""
         type_weights = weight_vector(weights) if weights is not None else None
         pool_sims, pool_ids = self.pool(query_vectors, pool_factor * k)
-        return [self.rerank(s, i, k, type_weights, smoothing_alpha, n_neighbours)
+        return [self.rerank(s, i, k, type_weights, smoothing_alpha, n_neighbours, strength)
                 for s, i in zip(pool_sims, pool_ids, strict=True)]
 
 
@@ -160,8 +170,9 @@ def score_with_prior(urls: Sequence[str], sims: Sequence[float], config: Credibi
                      vectors: np.ndarray | None = None, rules: SourceRules | None = None) -> list[PriorScore]:
     """Source type, prior and final score for each candidate URL of a pipeline decision.
 
-    ``source_types`` gives explicit types (from corpus metadata) that win over the URL rules. When
-    ``config.enabled`` is False the prior is still reported but ``final_score`` is the similarity,
+    ``source_types`` gives explicit types (from corpus metadata) that win over the URL rules.
+    ``final_score`` is ``sim x prior ** config.strength``. When ``config.enabled`` is False the
+    prior is still reported but ``final_score`` is the similarity,
     so a run without the prior can be compared row by row with one that uses it. With
     ``config.smoothing`` the candidates' unit ``vectors`` are required: a pipeline decision has no
     corpus-wide index, so the neighbours of a candidate are its nearest other candidates.
@@ -185,5 +196,5 @@ def score_with_prior(urls: Sequence[str], sims: Sequence[float], config: Credibi
         order = np.argsort(-gram, axis=1, kind="stable")[:, :n]  # stable: ties go to the earlier candidate
         n_sims = np.take_along_axis(gram, order, axis=1)
         weights = smooth_weights(weights, n_sims, weights[order], config.smoothing_alpha)
-    finals = sim_arr * weights if config.enabled else sim_arr
+    finals = sim_arr * with_strength(weights, config.strength) if config.enabled else sim_arr
     return [PriorScore(t, float(w), float(f)) for t, w, f in zip(types, weights, finals, strict=True)]

@@ -1,21 +1,20 @@
-"""The post-query weight update (paper, equation 4), driven by ORACLE feedback from relevance labels.
+"""The post-query weight update (paper, equation 4), driven by simulated feedback on correctness.
 
-``lambda_{t+1}(s) = clip(lambda_t(s) + eta * delta_t, 0.10, 1.00)`` with eta = 0.05. The paper's
-feedback is simulated from ground-truth labels, not from users, so results of this component show
-how the rule behaves under ideal feedback, never that it learns from real use.
-
-Our reading of what the paper leaves open:
+``lambda_{t+1}(s) = clip(lambda_t(s) + eta * delta_t, 0.10, 1.00)`` with eta = 0.05. The paper
+simulates its feedback from ground-truth labels; here the simulated user judges only what it was
+shown, and only whether it is true:
 
 * After query t is ranked with lambda_t, each document d in its top k gives a feedback value:
-  delta = -0.5 if d is adversarial (checked first), +0.3 if d's source type is the query's
-  expected relevant type, -0.1 otherwise.
-* The expected relevant type of a query is the source type of the document its question was
-  taken from (the gold document). It is one type per query.
+  delta = +0.3 if d is correct, -0.5 if d is corrupted (the paper's values for a good and an
+  adversarial document). The paper's third case ("-0.1 otherwise", for a type other than the
+  query's expected relevant type) has no counterpart: the feedback never reads a relevance label
+  or an expected type.
 * Each document's feedback goes to its own source type; a type that appears several times in the
   top k gets the mean of its documents' values, so one query moves a type by at most eta x 0.5.
   Types absent from the top k are not changed.
-* Query t itself is scored with lambda_t (the weights before its own feedback): evaluation is
-  prequential, and the labels of a query never influence its own ranking.
+* Query t itself is ranked with lambda_t (before its own feedback). The experiment learns only on
+  its tuning half of the queries and reports on the other half with the learned weights frozen,
+  so no reported query's labels ever reach a ranking.
 """
 
 from __future__ import annotations
@@ -32,25 +31,18 @@ class FeedbackRule:
     """The paper's update rate and feedback values."""
 
     eta: float = 0.05
-    delta_match: float = 0.3
-    delta_adversarial: float = -0.5
-    delta_other: float = -0.1
+    delta_correct: float = 0.3
+    delta_corrupted: float = -0.5
 
 
-def oracle_feedback(top_types: Sequence[str], top_adversarial: Sequence[bool], expected_type: str,
-                    rule: FeedbackRule = FeedbackRule()) -> dict[str, float]:
-    """ORACLE: the mean feedback value per source type over one query's top k."""
-    if len(top_types) != len(top_adversarial):
-        raise ValueError(f"{len(top_types)} types but {len(top_adversarial)} adversarial flags")
+def correctness_feedback(top_types: Sequence[str], top_correct: Sequence[bool],
+                         rule: FeedbackRule = FeedbackRule()) -> dict[str, float]:
+    """Simulated feedback on the documents shown: the mean feedback value per source type."""
+    if len(top_types) != len(top_correct):
+        raise ValueError(f"{len(top_types)} types but {len(top_correct)} correctness flags")
     values: dict[str, list[float]] = defaultdict(list)
-    for source_type, adversarial in zip(top_types, top_adversarial, strict=True):
-        if adversarial:
-            delta = rule.delta_adversarial
-        elif source_type == expected_type:
-            delta = rule.delta_match
-        else:
-            delta = rule.delta_other
-        values[source_type].append(delta)
+    for source_type, correct in zip(top_types, top_correct, strict=True):
+        values[source_type].append(rule.delta_correct if correct else rule.delta_corrupted)
     return {t: sum(v) / len(v) for t, v in values.items()}
 
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from hifirag_core.config import PipelineConfig
 from hifirag_core.evaluation.config import EvaluationConfig
 from hifirag_core.evaluation.records import EvaluationMetricRecord
 from hifirag_core.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
@@ -37,14 +38,41 @@ class Verdict:
     regressed_metrics: tuple[str, ...]
 
 
-def summarize(values: MetricValues, variant: str, cfg: EvaluationConfig) -> list[EvaluationMetricRecord]:
-    """Each metric's mean over the questions that have it, with its bootstrap interval."""
+def true_by_construction(pipeline: PipelineConfig, cfg: EvaluationConfig) -> dict[str, str]:
+    """Metrics a run with this configuration passes by how it is built, each with the reason.
+
+    Such a metric measures nothing about the variant (it would pass whatever the evidence), so it is
+    reported and never gated.
+    """
+    out: dict[str, str] = {}
+    if pipeline.backends.writer_llm == "offline":
+        why = ("the offline writer copies its sentences from the sources and marks each with the source it "
+               "came from, so each sentence is supported by its citation by construction")
+        out["citation_precision"] = out["citation_recall"] = why
+    elif (pipeline.citations.enabled and pipeline.backends.filter_llm == "offline"
+          and pipeline.citations.support_threshold >= cfg.citation_support_threshold):
+        out["citation_precision"] = (
+            f"the offline citation check cites a source only where its MiniLM support reaches "
+            f"{pipeline.citations.support_threshold} (the metric's threshold is {cfg.citation_support_threshold}), "
+            "so its citations are supported by construction")
+    return out
+
+
+def summarize(values: MetricValues, variant: str, cfg: EvaluationConfig,
+              ungated: Mapping[str, str] | None = None) -> list[EvaluationMetricRecord]:
+    """Each metric's mean over the questions that have it, with its bootstrap interval.
+
+    ``ungated`` names metrics that are reported but not gated, with the reason (see
+    :func:`true_by_construction`).
+    """
+    ungated = ungated or {}
     out = []
     for metric in sorted(values):
         present = [v for v in values[metric].values() if v is not None]
         rec = EvaluationMetricRecord(variant=variant, metric=metric, n=len(present),
                                      n_missing=len(values[metric]) - len(present),
-                                     gated=metric in cfg.gated_metrics)
+                                     gated=metric in cfg.gated_metrics and metric not in ungated,
+                                     not_gated_reason=ungated.get(metric) if metric in cfg.gated_metrics else None)
         if present:
             ci = bootstrap_ci(present, n_resamples=cfg.bootstrap_resamples, confidence=cfg.confidence,
                               seed=cfg.bootstrap_seed)

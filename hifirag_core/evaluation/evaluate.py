@@ -15,9 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hifirag_core.config import ConfigError
+from hifirag_core.config import ConfigError, PipelineConfig
 from hifirag_core.embeddings import Embedder
-from hifirag_core.evaluation.compare import MetricValues, Verdict, by_metric, compare, summarize
+from hifirag_core.evaluation.compare import (
+    MetricValues,
+    Verdict,
+    by_metric,
+    compare,
+    summarize,
+    true_by_construction,
+)
 from hifirag_core.evaluation.config import EvaluationConfig
 from hifirag_core.evaluation.datasets import EvalDataset, resolve_dataset
 from hifirag_core.evaluation.records import BASELINE_VERDICTS, EvaluationMetricRecord, EvaluationRecord
@@ -43,9 +50,9 @@ from hifirag_core.evaluation.scoring import (
 )
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.semantic import BertScoreSpec, select_bertscore
+from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.records import ScoreRecord, utcnow
 from hifirag_core.runs import plan_run
-from hifirag_core.stages import STAGE_NAMES
 from hifirag_core.variants import variant_overrides
 from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
 
@@ -180,12 +187,22 @@ def score_variant(warehouse: Warehouse, plan: EvaluationPlan, variant: str, run_
         latencies=load_latencies(warehouse, run_id, known_seconds), echo=scorer.echo(questions),
         batch_size=scorer.cfg.bertscore_batch_size)
     values = by_metric(scored.records)
-    config_rows = warehouse.query("SELECT config_hash FROM runs WHERE run_id = ?", [run_id]).rows
-    return ScoredVariant(variant, run_id, scored.records, values, summarize(values, variant, plan.cfg),
+    config_rows = warehouse.query("SELECT config_hash, config_json FROM runs WHERE run_id = ?", [run_id]).rows
+    pipeline = _run_config(config_rows[0][1]) if config_rows else None
+    ungated = true_by_construction(pipeline, plan.cfg) if pipeline is not None else {}
+    return ScoredVariant(variant, run_id, scored.records, values, summarize(values, variant, plan.cfg, ungated),
                          len(questions), scored.n_answered, scored.unscorable,
                          config_rows[0][0] if config_rows else None,
                          stage_costs(warehouse, run_id, len(questions), known_seconds),
                          funnel(warehouse, run_id) if has_gold else None)
+
+
+def _run_config(config_json: str | None) -> PipelineConfig | None:
+    """A run's stored configuration; None when it no longer reads (then every gated metric is gated)."""
+    try:
+        return PipelineConfig.model_validate_json(config_json) if config_json else None
+    except ValueError:
+        return None
 
 
 def stage_costs(warehouse: Warehouse, run_id: str, n_questions: int,

@@ -60,6 +60,7 @@ class EvaluationMetricRecord(Record):
     low: float | None = None
     high: float | None = None
     gated: bool = False
+    not_gated_reason: str | None = None  # a gated metric this variant passes by construction: reported only
     baseline_evaluation_id: str | None = None
     n_paired: int | None = None
     baseline_mean: float | None = None

@@ -139,7 +139,8 @@ def comparison_table(report: EvaluationReport) -> list[str]:
         for rec in v.summary:
             if rec.diff is None or rec.metric.startswith("echo_") or rec.metric not in LABELS:
                 continue
-            mark = "**regressed**" if rec.regressed else ("gated" if rec.gated else "")
+            mark = "**regressed**" if rec.regressed else ("gated" if rec.gated else
+                                                          ("not gated (by construction)" if rec.not_gated_reason else ""))
             lines.append(f"| {v.variant} | {LABELS[rec.metric]} | {rec.baseline_mean:.3f} | {rec.mean:.3f} | "
                          f"{rec.diff:+.3f} [{rec.diff_low:+.3f}, {rec.diff_high:+.3f}] | {rec.n_paired} | {mark} |")
     return lines if len(lines) > 2 else []
@@ -174,6 +175,10 @@ def markdown(report: EvaluationReport) -> str:
     if unscorable:
         lines.append(f"Unscorable (reference is null, not scored): {', '.join(unscorable)}.")
     lines += ["", *results_table(report), "", "### Regression gate", "", *verdict_lines(report)]
+    constructed = [f"- `{v.variant}`: {LABELS.get(rec.metric, rec.metric)} is reported, not gated: "
+                   f"{rec.not_gated_reason}." for v in report.variants for rec in v.summary if rec.not_gated_reason]
+    if constructed:
+        lines += ["", *constructed]
     comparison = comparison_table(report)
     if comparison:
         lines += ["", *comparison]

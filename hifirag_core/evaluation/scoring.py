@@ -8,8 +8,9 @@ with the reason in ``detail_json``):
   semantic metric must be read against. A question whose reference is null is *unscorable*: its
   rows say so and carry no value, never a 0. A question without an answer scores 0.
 * ``answer_words`` and ``answered``;
-* ``citation_precision`` and ``citation_recall`` (``metrics.citations``) against the text of the
-  sections the ranking kept for each cited source;
+* ``citation_precision`` and ``citation_recall`` (``metrics.citations``) of the per-sentence
+  citations the citation stage decided (``answer_sentences``), whatever the writer, against the
+  text of the sections the ranking kept for each cited source;
 * on known-item data (the FAQ set, protocol b): ``gold_section_kept`` (by section ranking),
   ``gold_page_cited`` and ``gold_section_cited`` (both);
 * ``abstained`` (the answer says the sources do not answer), and where the questions say whether
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hifirag_core.hashing import stable_hash
-from hifirag_core.metrics.citations import citation_score, source_passages
+from hifirag_core.metrics.citations import CitedSentence, score_claims, source_passages
 from hifirag_core.metrics.semantic import BertScoreSpec, bertscore_f1
 from hifirag_core.metrics.text import rouge_l
 from hifirag_core.records import ScoreRecord
@@ -56,8 +57,8 @@ class AnsweredQuestion:
     line_no: int
     answer: str = ""  # empty when the run has no answer
     answer_status: str | None = None
-    marked_text: str = ""  # the pass the answer came from, with its [n] markers
-    source_urls: list[str] = field(default_factory=list)  # [n] -> source_urls[n - 1]
+    # the claim sentences with the URLs the citation stage cited for each, in answer order
+    sentences: list[tuple[str, list[str]]] = field(default_factory=list)
     has_gold: bool = False
     answerable: bool | None = None  # whether the corpus answers it, when the question file says
     abstained: bool = False
@@ -69,19 +70,22 @@ class AnsweredQuestion:
 
 
 def load_answers(warehouse: Warehouse, run_id: str) -> list[AnsweredQuestion]:
-    """Every question of the run with its answer and the marked text it came from."""
+    """Every question of the run with its answer and its per-sentence citations."""
     rows = warehouse.query(
         """SELECT q.question_id, q.query, q.reference, coalesce(q.line_no, 0), q.gold_url IS NOT NULL,
-                  a.status, a.text, d.text, d.source_urls,
-                  TRY_CAST(json_extract(q.meta_json, '$.answerable') AS BOOLEAN),
+                  a.status, a.text, TRY_CAST(json_extract(q.meta_json, '$.answerable') AS BOOLEAN),
                   coalesce(a.abstained, false), coalesce(len(a.cited_urls), 0) > 0
            FROM questions q
            LEFT JOIN answers a USING (run_id, question_id)
-           LEFT JOIN drafts d ON d.run_id = q.run_id AND d.question_id = q.question_id AND d.stage = a.from_stage
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]).rows
-    return [AnsweredQuestion(qid, query, ref, line_no, (text or "").strip(), status, marked or "",
-                             list(urls or []), bool(gold), answerable, bool(abstained), bool(cites))
-            for qid, query, ref, line_no, gold, status, text, marked, urls, answerable, abstained, cites in rows]
+    cited: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
+    for qid, sentence, urls in warehouse.query(
+            """SELECT question_id, sentence, urls FROM answer_sentences WHERE run_id = ?
+               ORDER BY question_id, sentence_index""", [run_id]).rows:
+        cited[qid].append((sentence, list(urls or [])))
+    return [AnsweredQuestion(qid, query, ref, line_no, (text or "").strip(), status, cited.get(qid, []), bool(gold),
+                             answerable, bool(abstained), bool(cites))
+            for qid, query, ref, line_no, gold, status, text, answerable, abstained, cites in rows]
 
 
 def load_source_texts(warehouse: Warehouse, run_id: str) -> dict[tuple[str, str], str]:
@@ -278,12 +282,16 @@ def _abstention_rows(q: AnsweredQuestion, known_item: Mapping[str, tuple[bool, b
 
 def _citation_rows(q: AnsweredQuestion, variant: str, dataset: str, similarity: Similarity, threshold: float,
                    source_texts: Mapping[tuple[str, str], str]) -> list[ScoreRecord]:
-    if not q.answer or not q.marked_text:
-        why = {"no_answer": q.answer_status or "missing"}
+    if not q.answer or not q.sentences:
+        why = {"no_answer": q.answer_status or "missing"} if not q.answer else {"no_sentences": "no claim sentence"}
         return [_row(q.question_id, m, None, variant, dataset, **why) for m in ("citation_precision", "citation_recall")]
-    sources = {n: source_passages(source_texts.get((q.question_id, url), ""))
-               for n, url in enumerate(q.source_urls, 1)}
-    score = citation_score(q.marked_text, sources, similarity, threshold)
+    numbers: dict[str, int] = {}
+    for _, urls in q.sentences:
+        for url in urls:
+            numbers.setdefault(url, len(numbers) + 1)
+    claims = [CitedSentence(text, tuple(numbers[u] for u in urls)) for text, urls in q.sentences]
+    sources = {n: source_passages(source_texts.get((q.question_id, url), "")) for url, n in numbers.items()}
+    score = score_claims(claims, sources, similarity, threshold)
     detail = {"sentences": score.n_sentences, "citations": score.n_citations,
               "supported_sentences": score.n_supported_sentences, "supported_citations": score.n_supported_citations}
     precision_detail = detail if score.precision is not None else {**detail, "undefined": "the answer cites nothing"}

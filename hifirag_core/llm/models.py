@@ -26,6 +26,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+import numpy as np
+
+from hifirag_core.attribution import (
+    SentenceCitation,
+    attribute_sentences,
+    marked_sentences,
+    source_scores,
+    strip_markers,
+)
 from hifirag_core.backends.base import (
     ChatModel,
     ChatReply,
@@ -58,10 +67,22 @@ from hifirag_core.prompts import (
 Fallback = Literal["keep_all", "keep_none", "top_k"]
 # (query or answer, candidate texts) -> one similarity per candidate, in input order
 Scorer = Callable[[str, list[str]], list[float]]
+# (answer sentences, sources) -> (sentences x sources) support, e.g. attribution.citation_support
+Support = Callable[[list[str], list[SourceDoc]], np.ndarray]
 
-PARSER_VERSION = "1"
-STRING_LIST_SCHEMA: dict = {"type": "array", "items": {"type": "string"}}
-INTEGER_LIST_SCHEMA: dict = {"type": "array", "items": {"type": "integer"}}
+# 2: replies are requested as objects ({"urls": [...]}), citations per sentence.
+PARSER_VERSION = "2"
+
+
+def object_schema(key: str, item_type: str) -> dict:
+    """The JSON schema of an object holding one list, ``{key: [item, ...]}``.
+
+    Hosted structured outputs want an object at the root (OpenAI's strict mode rejects any other
+    root, and needs ``additionalProperties: false`` and every property required), so the paper's JSON
+    lists travel wrapped in one; the parsers accept the wrapped object and a bare list alike.
+    """
+    return {"type": "object", "properties": {key: {"type": "array", "items": {"type": item_type}}},
+            "required": [key], "additionalProperties": False}
 
 
 def apply_fallback(mode: Fallback, n: int, k: int, scores: Sequence[float] | None) -> list[int]:
@@ -78,6 +99,12 @@ def apply_fallback(mode: Fallback, n: int, k: int, scores: Sequence[float] | Non
     raise ValueError(f"unknown fallback {mode!r}")
 
 
+def _chat_identity(chat: ChatModel) -> str:
+    """Backend and model, and the reply settings that change what comes back (format, token ceiling)."""
+    settings = getattr(chat, "reply_settings", "")
+    return f"{chat.backend}|{chat.model}" + (f"|{settings}" if settings else "")
+
+
 def _failed_status(reply: ChatReply) -> str:
     return reply.call.status if reply.call.status != "ok" else "empty"
 
@@ -87,28 +114,34 @@ class LLMFilterModel:
 
     def __init__(self, chat: ChatModel, prompts: PromptSet, *, url_fallback: Fallback = "top_k",
                  section_fallback: Fallback = "top_k", citation_fallback: Fallback = "keep_all",
-                 scorer: Scorer | None = None):
+                 scorer: Scorer | None = None, support: Support | None = None, url_fallback_k: int = 6,
+                 section_fallback_k: int = 4):
         self.chat = chat
         self.prompts = prompts
         self.url_fallback = url_fallback
         self.section_fallback = section_fallback
         self.citation_fallback = citation_fallback
         self.scorer = scorer
+        self.support = support
+        # how many candidates top_k keeps when a reply is unusable (the calls' own limits may be "all")
+        self.url_fallback_k = url_fallback_k
+        self.section_fallback_k = section_fallback_k
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
         self.prompt_hashes = hashes
         self.identity = (
-            f"llm-filter/v{PARSER_VERSION}|{chat.backend}|{chat.model}|"
+            f"llm-filter/v{PARSER_VERSION}|{_chat_identity(chat)}|"
             + ",".join(f"{n}={h}" for n, h in hashes.items())
-            + f"|fallback={url_fallback},{section_fallback},{citation_fallback}"
-            + f"|scorer={'yes' if scorer else 'order'}"
+            + f"|fallback={url_fallback}:{url_fallback_k},{section_fallback}:{section_fallback_k},{citation_fallback}"
+            + f"|scorer={'yes' if scorer else 'order'}|support={'yes' if support else 'none'}"
         )
 
     def stage_identity(self, stage: str) -> str:
         """What one stage's output depends on: backend, model, that stage's prompt and fallback."""
         fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
                     "citations": self.citation_fallback}.get(stage, "raw_question")
-        return (f"llm-filter/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|"
-                f"{stage}={self.prompt_hashes[stage]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}")
+        return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
+                f"{stage}={self.prompt_hashes[stage]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
+                + (f"|support={'yes' if self.support else 'none'}" if stage == "citations" else ""))
 
     def _ask(self, name: str, stage: str, schema: dict, **values: str) -> ChatReply:
         prompt = self.prompts[name]
@@ -125,7 +158,7 @@ class LLMFilterModel:
         return scores
 
     def _index_decision(self, reply: ChatReply, parsed: ParseResult[int] | None, *, n: int, k: int,
-                        fallback: Fallback, query: str, texts: list[str]) -> Decision[list[int]]:
+                        fallback_k: int, fallback: Fallback, query: str, texts: list[str]) -> Decision[list[int]]:
         """A decision from parsed indices, or the fallback with the reason recorded."""
         if parsed is not None and parsed.ok:
             return Decision(parsed.value[:k], method="llm", calls=[reply.call])
@@ -134,14 +167,14 @@ class LLMFilterModel:
         else:
             status, error = "parse_error", parsed.error
         scores = self._scores(query, texts) if fallback == "top_k" else None
-        kept = apply_fallback(fallback, n, k, scores)
+        kept = apply_fallback(fallback, n, min(k, fallback_k), scores)
         basis = "" if fallback != "top_k" else ("(similarity)" if scores is not None else "(input order)")
         return Decision(kept, method=f"llm+fallback:{fallback}{basis}", calls=[reply.call], status=status,
                         error=error, scores=scores)
 
     def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
         """A.1: 1..max_queries search queries; falls back to the raw question."""
-        reply = self._ask("query_plan", "query_plan", STRING_LIST_SCHEMA, question=question,
+        reply = self._ask("query_plan", "query_plan", object_schema("queries", "string"), question=question,
                           query_range=query_range(max_queries))
         if reply.text is not None:
             parsed = parse_queries(reply.text, max_queries=max_queries)
@@ -157,13 +190,14 @@ class LLMFilterModel:
         """A.2: 0-based indices of the URLs worth reading, most useful first."""
         if not candidates:
             return Decision([], method="llm")
-        reply = self._ask("url_filter", "url_filter", STRING_LIST_SCHEMA, question=question,
+        reply = self._ask("url_filter", "url_filter", object_schema("urls", "string"), question=question,
                           search_results=render_search_results(candidates))
         parsed = None
         if reply.text is not None:
             parsed = parse_url_selection(reply.text, candidate_urls=[c.url for c in candidates])
         texts = [f"{c.title}\n{c.snippet}" for c in candidates]
-        return self._index_decision(reply, parsed, n=len(candidates), k=max_urls, fallback=self.url_fallback,
+        return self._index_decision(reply, parsed, n=len(candidates), k=max_urls, fallback_k=self.url_fallback_k,
+                                    fallback=self.url_fallback,
                                     query=question, texts=texts)
 
     def rank_sections(self, question: str, page: PageOverview, sections: list[SectionPreview], *,
@@ -171,38 +205,53 @@ class LLMFilterModel:
         """A.3: 0-based indices of the useful sections of one page, most useful first."""
         if not sections:
             return Decision([], method="llm")
-        reply = self._ask("section_rank", "section_rank", INTEGER_LIST_SCHEMA, question=question,
+        reply = self._ask("section_rank", "section_rank", object_schema("sections", "integer"), question=question,
                           page_overview=render_page_overview(page),
                           section_previews=render_section_previews(sections))
         parsed = None
         if reply.text is not None:
             parsed = parse_section_indices(reply.text, n_sections=len(sections))
         return self._index_decision(reply, parsed, n=len(sections), k=max_sections,
+                                    fallback_k=self.section_fallback_k,
                                     fallback=self.section_fallback, query=question,
                                     texts=[s.preview for s in sections])
 
-    def verify_citations(self, question: str, answer: str, sources: list[SourceDoc]) -> Decision[list[int]]:
-        """A.5: the 1-based ``SourceDoc.index`` values that directly support the answer."""
-        if not sources or not answer.strip():
+    def verify_citations(self, question: str, answer: str,
+                         sources: list[SourceDoc]) -> Decision[list[SentenceCitation]]:
+        """A.5: the sources that directly support the answer, then each sentence's own among them.
+
+        The model reads the answer without the writer's ``[n]`` markers (the paper's writer writes
+        none); the markers then decide between the sources the model kept, and otherwise the
+        ``support`` function does (one source per sentence); without one, each sentence carries every
+        source the model kept.
+        """
+        claims = marked_sentences(answer)
+        if not sources or not claims:
             return Decision([], method="llm")
-        reply = self._ask("citations", "citations", INTEGER_LIST_SCHEMA, answer=answer,
-                          web_content=render_sources(sources))
+        reply = self._ask("citations", "citations", object_schema("sources", "integer"),
+                          answer=strip_markers(answer).strip(), web_content=render_sources(sources))
         numbers = [s.index for s in sources]
-        if reply.text is not None:
-            parsed = parse_source_numbers(reply.text, numbers=numbers)
-            if parsed.ok:
-                return Decision(parsed.value, method="llm", calls=[reply.call])
-            status, error = "parse_error", parsed.error
+        status, error, method = "ok", None, "llm"
+        parsed = parse_source_numbers(reply.text, numbers=numbers) if reply.text is not None else None
+        if parsed is not None and parsed.ok:
+            kept = parsed.value
         else:
-            status, error = _failed_status(reply), reply.call.error or "no reply"
-        texts = [" ".join([s.title, *(sec.text for sec in s.sections)]) for s in sources]
-        scores = self._scores(answer, texts) if self.citation_fallback == "top_k" else None
-        # top_k for citations: as many sources as the answer has sentences would be a guess; keep
-        # the better half, at least one.
-        kept = apply_fallback(self.citation_fallback, len(sources), max(1, len(sources) // 2), scores)
-        basis = "" if self.citation_fallback != "top_k" else ("(similarity)" if scores else "(input order)")
-        return Decision([numbers[i] for i in kept], method=f"llm+fallback:{self.citation_fallback}{basis}",
-                        calls=[reply.call], status=status, error=error, scores=scores)
+            if parsed is None:
+                status, error = _failed_status(reply), reply.call.error or "no reply"
+            else:
+                status, error = "parse_error", parsed.error
+            texts = [" ".join([s.title, *(sec.text for sec in s.sections)]) for s in sources]
+            scores = self._scores(answer, texts) if self.citation_fallback == "top_k" else None
+            # top_k for citations: as many sources as the answer has sentences would be a guess; keep
+            # the better half, at least one.
+            kept = [numbers[i] for i in apply_fallback(self.citation_fallback, len(sources),
+                                                       max(1, len(sources) // 2), scores)]
+            basis = "" if self.citation_fallback != "top_k" else ("(similarity)" if scores else "(input order)")
+            method = f"llm+fallback:{self.citation_fallback}{basis}"
+        support = self.support([text for text, _ in claims], sources) if self.support is not None else None
+        cited = attribute_sentences(claims, numbers, support, allowed=kept, min_support=None, method=method)
+        return Decision(cited, method=method, calls=[reply.call], status=status, error=error,
+                        scores=source_scores(support) if support is not None else None)
 
 
 class LLMWriterModel:
@@ -219,7 +268,7 @@ class LLMWriterModel:
         names = (self.draft_prompt_name, "refine", *(("answerability",) if answerability else ()))
         hashes = {n: prompts[n].hash for n in names}
         self.prompt_hashes = hashes
-        self.identity = f"llm-writer/v{PARSER_VERSION}|{chat.backend}|{chat.model}|" + ",".join(
+        self.identity = f"llm-writer/v{PARSER_VERSION}|{_chat_identity(chat)}|" + ",".join(
             f"{n}={h}" for n, h in hashes.items()
         )
 
@@ -229,8 +278,7 @@ class LLMWriterModel:
         name = self.draft_prompt_name if stage == "draft" else "refine"
         asked = f",answerability={self.prompt_hashes['answerability']}" if stage == "draft" and self.asks_answerability \
             else ""
-        return (f"llm-writer/v{PARSER_VERSION}|{self.chat.backend}|{self.chat.model}|{name}={self.prompt_hashes[name]}"
-                + asked)
+        return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}" + asked
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
         """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).

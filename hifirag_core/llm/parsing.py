@@ -250,7 +250,7 @@ def parse_source_numbers(text: str | None, *, numbers: Sequence[int]) -> ParseRe
 _TRACKING_PARAMS = re.compile(r"^(utm_[a-z]+|fbclid|gclid|ref|ref_src)$", re.IGNORECASE)
 
 
-def normalize_url(url: str) -> str:
+def url_match_key(url: str) -> str:
     """A comparison key for URLs: scheme and ``www.`` ignored, host lower-cased, default ports,
     fragments, tracking parameters and trailing slashes removed, percent-escapes decoded."""
     url = url.strip().strip("<>\"'()[]").rstrip(".,;")
@@ -272,7 +272,7 @@ def normalize_url(url: str) -> str:
 def parse_url_selection(text: str | None, *, candidate_urls: Sequence[str]) -> ParseResult[int]:
     """A.2: 0-based indices of the chosen URLs, in the model's order.
 
-    A returned URL matches a candidate exactly first, then by :func:`normalize_url`; URLs that
+    A returned URL matches a candidate exactly first, then by :func:`url_match_key`; URLs that
     match no candidate (invented or rewritten beyond recognition) are dropped and reported.
     """
     items = extract_json_list(text, keys=("urls", "selected", "links"))
@@ -283,7 +283,7 @@ def parse_url_selection(text: str | None, *, candidate_urls: Sequence[str]) -> P
         exact.setdefault(url.strip(), i)
     normalized: dict[str, int] = {}
     for i, url in enumerate(candidate_urls):
-        normalized.setdefault(normalize_url(url), i)
+        normalized.setdefault(url_match_key(url), i)
     out: list[int] = []
     problems: list[str] = []
     for item in items:
@@ -294,7 +294,7 @@ def parse_url_selection(text: str | None, *, candidate_urls: Sequence[str]) -> P
             continue
         index = exact.get(item.strip())
         if index is None:
-            index = normalized.get(normalize_url(item))
+            index = normalized.get(url_match_key(item))
         if index is None:
             problems.append(f"not among the candidates: {item[:120]!r}")
         elif index in out:

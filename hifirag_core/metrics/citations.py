@@ -1,7 +1,9 @@
 """Citation precision and recall with a similarity-based support score.
 
-An answer's text carries ``[n]`` markers after the sentence they cite (``[1][3]`` and ``[1, 3]``
-too); ``n`` numbers the answer's sources. For a sentence and a source, *support* is the best
+An answer is a list of claim sentences, each with the source numbers cited for it: the pipeline's
+per-sentence citations (the ``answer_sentences`` table, :func:`score_claims`), or a text that
+carries ``[n]`` markers after the sentence they cite (``[1][3]`` and ``[1, 3]`` too,
+:func:`citation_score`). For a sentence and a source, *support* is the best
 similarity between the sentence and any passage (sentence) of the source's text; the sentence is
 supported by the source when support reaches a calibrated threshold (see
 ``hifirag_core/evaluation/config.py`` for how it was calibrated).
@@ -129,11 +131,16 @@ def _shortlist(sentences: Sequence[str], passages: list[str], k: int) -> list[st
 
 def citation_score(text: str, sources: Mapping[int, Sequence[str]], similarity: Similarity,
                    threshold: float, shortlist: int | None = SHORTLIST) -> CitationScore:
-    """Precision and recall of one marked answer against the passages of its numbered sources.
+    """Precision and recall of one marked answer against the passages of its numbered sources."""
+    return score_claims(cited_sentences(text), sources, similarity, threshold, shortlist)
 
-    A marker naming a source that is not in ``sources`` counts as an unsupported citation.
+
+def score_claims(claims: Sequence[CitedSentence], sources: Mapping[int, Sequence[str]], similarity: Similarity,
+                 threshold: float, shortlist: int | None = SHORTLIST) -> CitationScore:
+    """Precision and recall of an answer's claim sentences against the passages of their cited sources.
+
+    A citation of a source that is not in ``sources`` counts as unsupported.
     """
-    claims = cited_sentences(text)
     if not claims:
         return CitationScore(None, None, 0, 0, 0, 0)
     cited = {n for c in claims for n in c.sources if n in sources}

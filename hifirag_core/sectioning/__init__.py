@@ -2,6 +2,8 @@
 
 ``parse_sections`` never raises on page content: a page it cannot read comes back with a status
 (``empty``, ``binary``, ``too_large``, ``too_deep``, ``no_text``, ``parse_error``) and no sections.
+Text a reader cannot see is dropped: ``hidden`` and ``aria-hidden`` elements, and inline styles
+that hide (``styles.py``). PDFs go through ``pdf.parse_pdf_sections`` into the same shape.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["SECTIONER_VERSION", "ParsedPage", "ParsedSection", "format_section_t
 
 # Bump when a change alters the sections of some page: the sections stage's cache key and the local
 # corpus's index both carry it, so stale sections are never reused.
-SECTIONER_VERSION = "2"
+SECTIONER_VERSION = "3"
 
 
 def _title(tree: LexborHTMLParser) -> str | None:

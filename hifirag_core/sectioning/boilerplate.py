@@ -18,6 +18,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from hifirag_core.sectioning import rules
 from hifirag_core.sectioning.markdown import HARD_BREAK
+from hifirag_core.sectioning.styles import HIDING_STYLE_CSS, hidden_by_style
 from hifirag_core.text import word_count
 
 _HEADINGS = "h1, h2, h3, h4, h5, h6"
@@ -66,7 +67,7 @@ CANDIDATES_CSS = ", ".join(
     [*rules.INVISIBLE_TAGS, *rules.CHROME_TAGS, *rules.SECTIONING_CHROME_TAGS, "main", "article", "br",
      *(f"{tag}[class]" for tag in dict.fromkeys([*rules.CHROME_CANDIDATE_TAGS, *rules.PSEUDO_HEADING_TAGS])),
      *(f"{tag}[id]" for tag in rules.CHROME_ID_TAGS),
-     "[role]", "[hidden]", "[aria-hidden]", "a[rel]",
+     "[role]", "[hidden]", "[aria-hidden]", "a[rel]", *HIDING_STYLE_CSS,
      *(f'[class~="{r.name}"]' for r in rules.DECORATION_NAMES)]
 )
 PSEUDO_TITLE_CSS = ", ".join(f'[class~="{r.name}"]' for r in rules.PSEUDO_TITLE_NAMES)
@@ -113,6 +114,9 @@ def classify(node: LexborNode, scan: PageScan) -> str | None:
         return "chrome"
     if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
         return "chrome"
+    style = attrs.get("style")
+    if style and hidden_by_style(node, style):
+        return "invisible"  # removed alone: hidden text says nothing about the block around it
     if tag == "a":
         rel = (attrs.get("rel") or "").strip().lower()
         return "chrome" if rel in rules.CHROME_RELS else None

@@ -27,7 +27,7 @@ class Heading:
     level: int  # the tag's level (1-6); outline.py shifts and caps it
     text: str
     anchor: str | None
-    kind: str = "h"  # "h" (h1-h6), "pseudo" (class/role), "title" (page-title block), "bold" (bold line)
+    kind: str = "h"  # "h" (h1-h6), "pseudo" (class/role), "title" (page-title block), "bold" (bold line), "page" (a PDF page)
 
 
 Event = Heading | str  # a heading, or a Markdown block

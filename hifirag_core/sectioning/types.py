@@ -23,10 +23,17 @@ class ParsedPage:
     url: str
     title: str | None
     sections: tuple[ParsedSection, ...]
-    status: str  # "ok", "empty", "binary", "too_large", "too_deep", "no_text", "parse_error"
+    # "ok", "empty", "binary", "too_large", "too_deep", "no_text", "parse_error"; PDFs also
+    # "no_text_layer", "encrypted", and "truncated" (sections hold what was read within the bounds)
+    status: str
     error: str | None = None
     encoding: str | None = None  # the charset the bytes were read with
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def markdown(self) -> str:
+        """The sections as one Markdown text, each under its ``#`` heading (how the local corpus stores a page)."""
+        return "\n\n".join((("#" * max(s.level, 1) + " " + s.heading + "\n\n") if s.heading else "") + s.text
+                             for s in self.sections)

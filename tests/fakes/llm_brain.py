@@ -29,6 +29,7 @@ MARKERS: dict[str, str] = {
     "baseline_q": "Please limit your answer to 200 words.",
     # Never sent alone: the draft prompt carries it at its end when the answer may abstain.
     "answerability": "add one last line that says whether the web content above answers the question",
+    "testset_fresh": "question-answer pairs, in the following style/length",
 }
 ANSWERABILITY_MARKER = MARKERS["answerability"]
 JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})
@@ -129,7 +130,7 @@ def _draft(prompt: str, turns: list[tuple[str, str]]) -> str:
 def _draft_answer(prompt: str) -> tuple[str, int]:
     question = _between(prompt, "User question: ", "\n-----------")
     terms = set(content_terms(question))
-    web = _between(prompt, "may help you: ", "\n" + question) if question else ""
+    web = _between(prompt, "may help you:", "\n" + question) if question else ""
     sentences = []
     for _, block in _source_blocks(web):
         for line in block.splitlines()[1:]:  # the first line is the source's title
@@ -155,9 +156,9 @@ def _refine(prompt: str, turns: list[tuple[str, str]]) -> str:
 
 
 def _citations(prompt: str, turns: list[tuple[str, str]]) -> str:
-    answer = _between(prompt, "Answer: ", "\nSources: ")
+    answer = _between(prompt, "Answer: ", "\nSources:")
     terms = set(content_terms(answer))
-    sources = _source_blocks(prompt.split("\nSources: ", 1)[-1])
+    sources = _source_blocks(prompt.split("\nSources:", 1)[-1])
     cited = [n for n, block in sources if _overlap(terms, block) >= 2]
     return json.dumps(cited)
 
@@ -180,6 +181,21 @@ _HANDLERS = {
     "citations": _citations,
     "baseline_q": _baseline,
 }
+
+
+def shaped(text: str, schema: dict | None) -> str:
+    """A JSON-list reply as a schema of one object holding one list asks for it (``{"urls": [...]}``),
+    the way constrained decoding shapes a real model's reply; anything else unchanged."""
+    if not isinstance(schema, dict) or str(schema.get("type", "")).lower() != "object":
+        return text
+    properties = schema.get("properties") or {}
+    lists = [k for k, v in properties.items() if str((v or {}).get("type", "")).lower() == "array"]
+    if len(lists) != 1:
+        return text
+    try:
+        return json.dumps({lists[0]: json.loads(text)})
+    except json.JSONDecodeError:
+        return text
 
 
 def approx_tokens(text: str) -> int:

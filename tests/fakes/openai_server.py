@@ -2,7 +2,11 @@
 
 Request: ``model``, ``messages[]`` (``role``, ``content``), optional ``response_format``; key as
 ``Authorization: Bearer``. Reply: a ``chat.completion`` object with ``choices[0].message.content``,
-``finish_reason`` and ``usage``. Errors: ``{"error": {"message", "type", "param", "code"}}``. With
+``finish_reason`` and ``usage``. Errors: ``{"error": {"message", "type", "param", "code"}}``.
+``response_format`` ``json_schema`` is checked as OpenAI's structured outputs check it (400 otherwise):
+a ``name``, a schema whose root is an object, and with ``strict: true`` every object closed with
+``additionalProperties: false`` and every property in ``required``; a JSON reply is shaped to the
+schema (``{"urls": [...]}``) as constrained decoding would. With
 ``think=True`` every answer starts with a ``<think>…</think>`` block, as open reasoning models
 (DeepSeek-R1, Qwen3) served by vLLM or Ollama emit it.
 """
@@ -22,6 +26,44 @@ from tests.fakes.server import FakeServer, Fault, Request, Response
 def openai_error(message: str, type_: str, code: str | None = None) -> dict:
     """OpenAI's JSON error body."""
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def schema_problem(response_format: dict) -> str | None:
+    """Why OpenAI would refuse this ``response_format`` (None when it would not)."""
+    if response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema") or {}
+    name = spec.get("name")
+    if not name:
+        return "Missing required parameter: 'response_format.json_schema.name'."
+    schema = spec.get("schema") or {}
+    if schema.get("type") != "object" or "anyOf" in schema:
+        return (f"Invalid schema for response_format '{name}': schema must be a JSON Schema of 'type: \"object\"', "
+                f"got 'type: \"{schema.get('type')}\"'.")
+    if spec.get("strict"):
+        return _strict_problem(name, schema, ())
+    return None
+
+
+def _strict_problem(name: str, node: dict, path: tuple[str, ...]) -> str | None:
+    """The first object in ``node`` that strict mode rejects: not closed, or a property not required."""
+    context = f"In context=({', '.join(repr(p) for p in path)})"
+    if node.get("type") == "object":
+        if node.get("additionalProperties") is not False:
+            return (f"Invalid schema for response_format '{name}': {context}, 'additionalProperties' is required "
+                    "to be supplied and to be false.")
+        properties = node.get("properties") or {}
+        missing = [k for k in properties if k not in (node.get("required") or [])]
+        if missing:
+            return (f"Invalid schema for response_format '{name}': {context}, 'required' is required to be "
+                    f"supplied and to be an array including every key in properties. Missing '{missing[0]}'.")
+        for key, child in properties.items():
+            found = _strict_problem(name, child or {}, (*path, "properties", key))
+            if found:
+                return found
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        return _strict_problem(name, node["items"], (*path, "items"))
+    return None
 
 
 class OpenAIFake(FakeServer):
@@ -66,13 +108,21 @@ class OpenAIFake(FakeServer):
         body = request.json()
         if not isinstance(body, dict) or not body.get("messages") or not body.get("model"):
             return Response(400, openai_error("'messages' and 'model' are required", "invalid_request_error"))
+        fmt = body.get("response_format") or {}
+        problem = schema_problem(fmt)
+        if problem:
+            return Response(400, {"error": {"message": problem, "type": "invalid_request_error",
+                                            "param": "response_format", "code": None}})
         turns = [("model" if m.get("role") == "assistant" else "user", str(m.get("content") or ""))
                  for m in body["messages"] if m.get("role") in ("user", "assistant")]
         answer = llm_brain.reply(turns)
         text = answer.text
-        wants_json = (body.get("response_format") or {}).get("type") in ("json_schema", "json_object")
+        wants_json = fmt.get("type") in ("json_schema", "json_object")
         if answer.is_json and not wants_json:
             text = f"```json\n{text}\n```"
+        elif answer.is_json:
+            schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
+            text = llm_brain.shaped(text, schema)
         reasoning = "The user wants a precise reply. Let me check the sources [9, 9] first."
         content = f"<think>\n{reasoning}\n</think>\n\n{text}" if self.think else text
         with self._count_lock:

@@ -1,5 +1,7 @@
 -- Time, calls, tokens and cost per stage of each run. Paid calls are the ones not reused from the
--- stage cache; reused calls keep the tokens and cost of the run that paid for them.
+-- stage cache that a model answered and billed (it reported tokens); unbilled ones reached no model
+-- or got no billed answer (a refused connection, an HTTP error, a timeout). Reused calls keep the
+-- tokens and cost of the run that paid for them.
 CREATE OR REPLACE VIEW stage_costs AS
 WITH timing AS (
     SELECT run_id, stage,
@@ -11,7 +13,8 @@ WITH timing AS (
     FROM stage_runs GROUP BY run_id, stage
 ), calls AS (
     SELECT run_id, stage,
-           count(*) FILTER (WHERE NOT cache_hit)                          AS llm_calls_paid,
+           count(*) FILTER (WHERE NOT cache_hit AND tokens_in IS NOT NULL) AS llm_calls_paid,
+           count(*) FILTER (WHERE NOT cache_hit AND tokens_in IS NULL)   AS llm_calls_unbilled,
            count(*) FILTER (WHERE cache_hit)                              AS llm_calls_reused,
            sum(tokens_in) FILTER (WHERE NOT cache_hit)                    AS tokens_in,
            sum(tokens_out) FILTER (WHERE NOT cache_hit)                   AS tokens_out,
@@ -21,6 +24,7 @@ WITH timing AS (
     FROM llm_calls GROUP BY run_id, stage
 )
 SELECT t.run_id, t.stage, t.question_stages, t.computed, t.from_cache, t.not_ok, t.seconds,
-       coalesce(c.llm_calls_paid, 0) AS llm_calls_paid, coalesce(c.llm_calls_reused, 0) AS llm_calls_reused,
+       coalesce(c.llm_calls_paid, 0) AS llm_calls_paid, coalesce(c.llm_calls_unbilled, 0) AS llm_calls_unbilled,
+       coalesce(c.llm_calls_reused, 0) AS llm_calls_reused,
        c.tokens_in, c.tokens_out, c.tokens_thinking, coalesce(c.cost_usd, 0) AS cost_usd, c.mean_latency_s
 FROM timing t LEFT JOIN calls c USING (run_id, stage);

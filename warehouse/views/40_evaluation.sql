@@ -8,11 +8,12 @@ FROM scores s
 JOIN evaluations e ON e.run_id = s.run_id AND e.variant = s.variant;
 
 -- Each evaluation's metrics per variant with their intervals and the paired difference to the
--- baseline evaluation, newest first.
+-- baseline evaluation; not_gated_reason says why a gated metric was only reported for that variant
+-- (it passes by construction).
 CREATE OR REPLACE VIEW evaluation_summary AS
 SELECT m.run_id AS evaluation_id, e.dataset, m.variant, e.scored_run_id AS run_id, m.metric, m.n, m.n_missing,
        round(m.mean, 4) AS mean, round(m.low, 4) AS low, round(m.high, 4) AS high,
        m.baseline_evaluation_id, round(m.diff, 4) AS diff, round(m.diff_low, 4) AS diff_low,
-       round(m.diff_high, 4) AS diff_high, m.regressed, e.verdict, e.finished_at
+       round(m.diff_high, 4) AS diff_high, m.regressed, m.gated, m.not_gated_reason, e.verdict, e.finished_at
 FROM evaluation_metrics m
 JOIN evaluations e ON e.run_id = m.run_id AND e.variant = m.variant;

@@ -1,0 +1,107 @@
+"""Thread runner against a Dask cluster on the same offline questions, side by side, cold caches.
+
+    .venv/bin/python bench/bench_runners.py --questions 40 [--workers 2] [--threads-per-worker 2]
+
+Each runner runs in its own process on its own data root (sharing only the built corpus), so both
+start with empty stage caches, an empty vector cache and an empty warehouse. The Dask side counts its
+cluster's start-up (processes, imports, each worker loading MiniLM) in its time. It prints, per runner:
+the flow's wall time, questions per minute, the peak memory of every process (the flow's, each Dask
+worker's), and the ratio of the two times. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_pipeline import FAQ, OVERRIDES, _fresh_root  # noqa: E402
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dict:
+    """One runner's flow on ``n`` questions; in its own process (``--child``)."""
+    from flows.environment import configure, stage_cache_at
+
+    os.environ["PREFECT_HOME"] = str(root / "prefect-home")
+    configure(root)
+    from flows.answer import answer_questions
+
+    params = dict(questions=str(FAQ), sample=n, overrides=OVERRIDES, data_root=str(root), run_id=f"bench-{kind}")
+    started = time.perf_counter()
+    with stage_cache_at(root):
+        if kind == "threads":
+            summary = answer_questions(**params, runner="threads")
+            workers_mb: list[float] = []
+        else:
+            import logging
+
+            from distributed import Client, LocalCluster
+
+
+            # the cluster is made here (it would be inside the flow) so its workers can be asked their peak memory
+            cluster_started = time.perf_counter()
+            with LocalCluster(n_workers=workers, threads_per_worker=threads or max(1, 4 // workers),
+                              processes=True, dashboard_address=None, silence_logs=logging.WARNING) as cluster:
+                started = cluster_started
+                summary = answer_questions(**params, runner="dask", dask_address=cluster.scheduler_address)
+                with Client(cluster.scheduler_address) as client:
+                    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                workers_mb = [round(v, 1) for v in peaks.values()]
+    seconds = time.perf_counter() - started
+    return {"kind": kind, "seconds": round(seconds, 2), "answered": summary["n_answered"],
+            "computed": summary["stage_computations"], "flow_mb": round(_peak_mb(), 1), "workers_mb": workers_mb}
+
+
+def _child(kind: str, root: Path, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--child", kind, "--root", str(root), "--questions", str(args.questions),
+           "--workers", str(args.workers)]
+    if args.threads_per_worker:
+        cmd += ["--threads-per-worker", str(args.threads_per_worker)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
+    parser.add_argument("--threads-per-worker", type=int, help="default: 4 questions in flight / workers")
+    parser.add_argument("--child", choices=["threads", "dask"])
+    parser.add_argument("--root", type=Path)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run(args.child, args.root, args.questions, args.workers, args.threads_per_worker)))
+        return
+    if not FAQ.exists():
+        raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
+    from bench.bench_backends import corpus_base
+
+    base = corpus_base()
+    results = {kind: _child(kind, _fresh_root(f"runners-{kind}", base), args) for kind in ("threads", "dask")}
+    n = args.questions
+    print(f"\nOffline pipeline, {n} FAQ questions, cold caches, {os.cpu_count()} cores")
+    for kind, r in results.items():
+        memory = f"flow {r['flow_mb']:.0f} MB" + (f", workers {', '.join(f'{m:.0f}' for m in r['workers_mb'])} MB"
+                                                   if r["workers_mb"] else "")
+        print(f"  {kind:8s}: {r['seconds']:7.1f} s  {60 * n / r['seconds']:6.1f} questions/min  "
+              f"({r['answered']} answered, {r['computed']} stages computed; peak {memory})")
+    ratio = results["dask"]["seconds"] / results["threads"]["seconds"]
+    print(f"  dask / threads: {ratio:.2f}x the time (target: at most 1.15x)")
+
+
+if __name__ == "__main__":
+    main()

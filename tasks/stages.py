@@ -1,0 +1,68 @@
+"""One Prefect task per stage, made from its spec in ``hifirag_core.pipeline``.
+
+A stage task receives the question, the run's serializable ``RunContext`` and the parameters its
+spec gathered from earlier stages; it resolves the context into this process's live runtime
+(built once per process) and calls the stage function. From the spec it takes:
+
+* its cache key (inputs, config slice, model identity, version), so identical work is never paid
+  twice, across runs, variants and processes;
+* its retries: stages that do IO retry twice with backoff, and only on ``TransientError`` (a
+  backend that was down or rate-limited), never on a bug in the stage's own code.
+
+Results are persisted (they are the stage cache) and read back from disk rather than kept in
+Prefect's in-memory LRU: that LRU is shared by a flow's threads and, past 1,000 stage results,
+concurrent evictions raised ``KeyError`` on a cache hit (a 217-question rerun lost an answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prefect import Task, task
+from prefect.client.schemas.objects import TaskRun
+from prefect.context import TaskRunContext
+from prefect.states import State
+
+from hifirag_core.pipeline import PIPELINE, StageSpec
+from hifirag_core.questions import Question
+from hifirag_core.runtime import RunContext, Runtime, runtime_for
+from hifirag_core.stages import StageOutput
+from tasks.limits import prefect_ledger
+
+
+def resolve(ctx: RunContext) -> Runtime:
+    """This process's runtime for the run (rate limits and budget on the Prefect server when shared)."""
+    return runtime_for(ctx, ledger=prefect_ledger)
+
+
+def _cache_key(stage: StageSpec) -> Callable[[TaskRunContext, dict[str, Any]], str]:
+    def key(_context: TaskRunContext, parameters: dict[str, Any]) -> str:
+        return stage.cache_key(parameters["question"], parameters["params"], resolve(parameters["ctx"]))
+
+    return key
+
+
+def _retry_condition(stage: StageSpec) -> Callable[[Task, TaskRun, State], bool]:
+    def transient_only(_task: Task, _task_run: TaskRun, state: State) -> bool:
+        return stage.retry.should_retry(state.result(raise_on_failure=False))
+
+    return transient_only
+
+
+def stage_task(stage: StageSpec) -> Task[..., StageOutput]:
+    """The Prefect task of one stage."""
+
+    def run_stage(question: Question, ctx: RunContext, params: dict[str, Any]) -> StageOutput:
+        return stage.run(question, params, resolve(ctx))
+
+    run_stage.__doc__ = stage.summary
+    retries: dict[str, Any] = {}
+    if stage.retry.retries:
+        retries = {"retries": stage.retry.retries, "retry_delay_seconds": list(stage.retry.delays_s),
+                   "retry_condition_fn": _retry_condition(stage)}
+    return task(run_stage, name=stage.name, task_run_name=f"{stage.name}-{{question.id}}",
+                cache_key_fn=_cache_key(stage), persist_result=True, cache_result_in_memory=False, **retries)
+
+
+STAGE_TASKS: dict[str, Task[..., StageOutput]] = {stage.name: stage_task(stage) for stage in PIPELINE}

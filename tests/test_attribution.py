@@ -1,0 +1,52 @@
+"""Per-sentence citations: markers as a hint, support as the judge, and the text the user reads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations
+
+CLAIMS = [("Set max-rate to limit it.", frozenset({2})), ("Free accounts are throttled.", frozenset()),
+          ("Nothing supports this claim.", frozenset({1}))]
+# rows: claims; columns: sources 1, 2, 3
+SUPPORT = np.array([[0.9, 0.7, 0.1], [0.2, 0.3, 0.8], [0.1, 0.2, 0.3]], dtype=np.float32)
+
+
+def test_the_writers_marker_wins_when_it_supports_the_sentence():
+    cited = attribute_sentences(CLAIMS, [1, 2, 3], SUPPORT, allowed=[1, 2, 3], min_support=0.6, method="offline")
+    assert [c.sources for c in cited] == [(2,), (3,), ()]
+    assert [c.method for c in cited] == ["offline+marker", "offline+support", "offline"]
+    assert cited[0].support == 0.7 and cited[0].marked == (2,) and cited[2].support is None
+
+
+def test_without_a_threshold_each_sentence_gets_the_best_of_the_allowed_sources():
+    cited = attribute_sentences(CLAIMS, [1, 2, 3], SUPPORT, allowed=[1, 3], min_support=None, method="llm")
+    # the first sentence's marker names a source the model did not keep; the third's is kept, so it wins
+    assert [c.sources for c in cited] == [(1,), (3,), (1,)]
+    assert [c.method for c in cited] == ["llm+support", "llm+support", "llm+marker"]
+
+
+def test_markers_alone_when_nothing_measures_support():
+    unchecked = attribute_sentences(CLAIMS, [1, 2, 3], None, allowed=[1, 2, 3], min_support=None,
+                                    method="writer-markers", cite_unmarked=False)
+    assert [c.sources for c in unchecked] == [(2,), (), (1,)]
+    every = attribute_sentences(CLAIMS, [1, 2, 3], None, allowed=[2, 3], min_support=None, method="llm")
+    assert [c.sources for c in every] == [(2,), (2, 3), (2, 3)]
+
+
+def test_render_puts_markers_after_cited_sentences_numbered_by_first_citation():
+    text = "1. Open the settings page.\n2. Set the max rate to 100.\nThat is   all you need to do."
+    sentences = [("Open the settings page.", ["https://b"]), ("Set the max rate to 100.", []),
+                 ("That is all you need to do.", ["https://a", "https://b"])]
+    cited, urls = render_citations(text, sentences)
+    assert urls == ["https://b", "https://a"]
+    # a sentence's markers keep its sources' order (best first)
+    assert cited == "1. Open the settings page. [1]\n2. Set the max rate to 100.\nThat is   all you need to do. [2][1]"
+    assert render_citations("No citations here at all.", [("No citations here at all.", [])]) == (
+        "No citations here at all.", [])
+
+
+def test_claims_come_from_the_writers_text_with_its_markers():
+    claims = marked_sentences("Set max-rate to limit it. [1] Free accounts are throttled. It is fixed. [2][3]")
+    assert claims == [("Set max-rate to limit it.", {1}), ("Free accounts are throttled.", {2, 3}),
+                      ("It is fixed.", {2, 3})]

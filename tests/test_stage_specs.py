@@ -1,0 +1,110 @@
+"""The stage specs are the one description of the pipeline: what each stage reads, how it is retried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from hifirag_core.config import build_config
+from hifirag_core.examples import ExampleSet
+from hifirag_core.pipeline import IO_RETRY, PIPELINE, STAGE_NAMES, StageSpec, Trail, spec
+from hifirag_core.questions import Question
+from hifirag_core.runtime import RunContext, build_runtime
+from hifirag_core.variants import VARIANTS, variant_overrides
+
+
+class ConfigRecorder:
+    """A config that answers like the real one and notes the path of every field read."""
+
+    def __init__(self, model: BaseModel, reads: set[str], path: str = ""):
+        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_reads", reads)
+        object.__setattr__(self, "_path", path)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._model, name)
+        if name not in type(self._model).model_fields:
+            return value  # a method (slice, fingerprint, model_dump): reads nothing by itself
+        path = f"{self._path}.{name}" if self._path else name
+        if isinstance(value, BaseModel):
+            return ConfigRecorder(value, self._reads, path)
+        self._reads.add(path)
+        return value
+
+
+def _covered(read: str, declared: tuple[str, ...]) -> bool:
+    return any(read == d or read.startswith(d + ".") for d in declared)
+
+
+def undeclared_reads(data_root, variant: str, questions: list[Question], examples: ExampleSet,
+                     pipeline: tuple[StageSpec, ...] = PIPELINE) -> dict[str, set[str]]:
+    """Run every stage of ``variant`` under a recording config; the fields each read beyond its spec."""
+    cfg = build_config(variant_overrides(variant), variant=variant)
+    reads: set[str] = set()
+    recorder = ConfigRecorder(cfg, reads)
+    rt = build_runtime(RunContext("spec-check", str(data_root), cfg, examples))
+    rt.cfg = recorder  # type: ignore[assignment]  (the stages and the offline models read through it)
+    for model in (rt.filter_model, rt.writer_model):
+        if hasattr(model, "cfg"):
+            model.cfg = recorder
+    extra: dict[str, set[str]] = {}
+    for question in questions:
+        trail = Trail(question, rt)
+        for stage in pipeline:
+            params = stage.gather(trail)  # gathered inputs are fingerprinted whole: their reads key the stage
+            reads.clear()
+            trail.outputs[stage.name] = stage.run(question, params, rt)
+            missing = {r for r in reads if not _covered(r, stage.reads)}
+            if missing:
+                extra.setdefault(stage.name, set()).update(missing)
+    return extra
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_no_stage_reads_a_config_field_its_spec_does_not_declare(variant, data_root, examples_file):
+    from hifirag_core.examples import resolve_example_set
+    from tests.sitegen import QUESTIONS
+
+    questions = [Question(q["iid"], q["query"], None, i) for i, q in enumerate(QUESTIONS[:2], 1)]
+    examples = resolve_example_set(str(examples_file), "custom")
+    assert undeclared_reads(data_root, variant, questions, examples) == {}
+
+
+def test_the_recorder_catches_a_missing_declaration(data_root, examples_file):
+    """Without ``search.enabled`` in its spec, the query plan's cache key would ignore search being off."""
+    from dataclasses import replace
+
+    from hifirag_core.examples import resolve_example_set
+    from tests.sitegen import QUESTIONS
+
+    narrowed = replace(spec("query_plan"), reads=("query_plan", "backends.filter_llm", "models.filter"))
+    examples = resolve_example_set(str(examples_file), "custom")
+    found = undeclared_reads(data_root, "final", [Question("q1", QUESTIONS[0]["query"], None, 1)], examples,
+                             pipeline=(narrowed, *PIPELINE[1:]))
+    assert found == {"query_plan": {"search.enabled"}}
+
+
+def test_search_off_and_on_give_the_query_plan_different_cache_keys(data_root):
+    cfg_on = build_config()
+    cfg_off = build_config(overrides={"search": {"enabled": False}})
+    question = Question("q1", "How do I vacuum a table?", None, 1)
+    keys = {spec("query_plan").cache_key(question, {}, build_runtime(RunContext("k", str(data_root), cfg, ExampleSet("", ()))))
+            for cfg in (cfg_on, cfg_off)}
+    assert len(keys) == 2
+
+
+def test_every_stage_is_one_spec_and_io_stages_retry_transient_errors_only():
+    from hifirag_core.backends.base import PermanentError, TransientError
+
+    assert STAGE_NAMES == ("query_plan", "search", "url_filter", "fetch", "sections", "section_rank", "draft",
+                           "refine", "citations", "answer")
+    assert {s.name for s in PIPELINE if s.io} == {"query_plan", "search", "url_filter", "fetch", "section_rank",
+                                                  "draft", "refine", "citations"}
+    for stage in PIPELINE:
+        assert stage.retry == (IO_RETRY if stage.io else stage.retry) and (stage.retry.retries > 0) == stage.io
+        assert stage.tables and all(t for t in stage.tables)
+    assert IO_RETRY.should_retry(TransientError("503"))
+    assert not IO_RETRY.should_retry(PermanentError("400 bad request"))
+    assert not IO_RETRY.should_retry(KeyError("a bug in the stage"))
