@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hifirag_core.answerability import NO_SOURCES_TEXT, NOT_FOUND_TEXT
+from hifirag_core.evaluation.export import build_submission
 from hifirag_core.warehouse import Warehouse
 from tests.conftest import corpus_web
 from tests.fakes.services import fake_services
@@ -37,13 +38,23 @@ def test_the_default_variant_abstains_on_what_the_site_does_not_cover_and_answer
         assert (verdict, abstained, cited) == ("not_found", True, []), (qid, rows[qid])
         assert text.startswith((NOT_FOUND_TEXT, NO_SOURCES_TEXT)) and all(url in text for url in see_also)
         assert score < rows["T1"][7]
+    # an answer that abstains has no sentence citations either, and the export cites nothing for it
+    w = Warehouse(data_root)
+    citing = {q for (q,) in w.query("SELECT DISTINCT question_id FROM answer_sentences WHERE run_id = ? "
+                                    "AND len(urls) > 0", [summary["run_id"]]).rows}
+    assert {"T1", "T2", "T3"} <= citing and not citing & {"U1", "U2"}
+    exported = {line["query_id"]: line["generated_response"]
+                for line in build_submission(w, summary["run_id"], citations=True).lines}
+    assert "[1]" in exported["T1"] and "Sources:" in exported["T1"]
+    assert "Sources:" not in exported["U1"] and "[1]" not in exported["U1"] and "See also:" in exported["U1"]
 
     paper = run_flow(questions, variant="final")  # the paper's row: the same evidence, no abstention
     rows = {r[0]: r for r in Warehouse(data_root).query(ANSWERS, [paper["run_id"]]).rows}
     assert rows["U1"][3] == "not_found" and not rows["U1"][5] and NOT_FOUND_TEXT not in rows["U1"][1]
     (recomputed,) = Warehouse(data_root).query(
         "SELECT list(DISTINCT stage) FROM stage_runs WHERE run_id = ? AND NOT cached", [paper["run_id"]]).rows[0]
-    assert recomputed == ["answer"]  # the switch changes the answer stage only
+    # the switch changes the answer stage, and the citation check of the questions that abstained
+    assert set(recomputed) == {"citations", "answer"}
 
 
 def test_an_llm_writer_is_asked_whether_the_sources_answer_and_its_line_never_reaches_the_answer(

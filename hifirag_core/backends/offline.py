@@ -61,7 +61,8 @@ FILTER_VERSION = "offline-v5"
 # table rows included; v7 marked only a unit's end and dropped lists, blockquotes and code examples over
 # 12 lines, which the regression gate caught on FAQ (b): citation recall 0.997 -> 0.962, ROUGE-L 0.663 -> 0.638;
 # v8 dropped sections cut mid-sentence by the context budget and "For example:" before code (0.645).
-WRITER_VERSION = "offline-v9"
+# v10: "It ..." (not "It is best to ...") points back at the sentence before it as well.
+WRITER_VERSION = "offline-v10"
 
 # Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
 FILLER = re.compile(
