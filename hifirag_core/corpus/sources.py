@@ -85,7 +85,8 @@ def iter_tarball_pages(path: Path) -> Iterator[SourcePage]:
                 continue
             relpath = member.name.removeprefix("./")
             data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            yield SourcePage(site.name, relpath, site.url_for(relpath), data, formatdate(member.mtime, usegmt=True))
+            yield SourcePage(site.name, relpath, site.url_for(relpath), data,
+                             last_modified=formatdate(member.mtime, usegmt=True))
 
 
 def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site | None = None) -> Iterator[SourcePage]:
@@ -101,7 +102,7 @@ def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site |
             continue
         relpath = path.relative_to(folder).as_posix()
         yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes(),
-                         formatdate(path.stat().st_mtime, usegmt=True))
+                         last_modified=formatdate(path.stat().st_mtime, usegmt=True))
 
 
 # The FAQ pages of the docs corpus: the FAQ protocol (a) leaves them out of search and fetching,
@@ -179,4 +180,5 @@ def read_manifest(manifest: Path, folder: Path) -> list[ManifestEntry]:
 def iter_manifest_pages(entries: list[ManifestEntry], site_name: str) -> Iterator[SourcePage]:
     """The pages a manifest lists, each under its own URL (and title, when given)."""
     for e in entries:
-        yield SourcePage(site_name, e.path.name, e.url, e.path.read_bytes(), e.title)
+        yield SourcePage(site_name, e.path.name, e.url, e.path.read_bytes(), title=e.title,
+                         last_modified=formatdate(e.path.stat().st_mtime, usegmt=True))
