@@ -196,6 +196,8 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             answer = result.answer
             ok = answer is not None and answer.status == "ok"
             state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
+            if ok and getattr(answer.records[0], "abstained", False):
+                state = "abstained: the sources found do not answer it"
             log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []

@@ -27,6 +27,7 @@ from hifirag_core.examples import ExamplesError
 from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.questions import InputError
 from hifirag_core.runs import data_root as resolve_data_root
+from hifirag_core.variants import DEFAULT_RUN_VARIANT
 from hifirag_core.warehouse import Warehouse, WarehouseError
 
 app = typer.Typer(
@@ -88,7 +89,9 @@ def _setup(data_root: Path | None) -> Path:
 @app.command()
 def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
-    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`); the default answers "
+                                         "like the paper's final system but says so when the sources found do not "
+                                         "answer the question (final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
     variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
@@ -107,7 +110,9 @@ def run(
 ) -> None:
     """Answer a file of questions with the HiFi-RAG pipeline and store every stage.
 
-    Runs offline by default (local corpus, offline models); see the README for real backends.
+    Runs offline by default (local corpus, offline models); see the README for real backends. Every
+    answer records whether the sources answer its question (answered, partial or not_found); with the
+    default variant a not_found answer says so and lists the closest sources instead of answering.
 
     [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --set url_filter.max_urls=4
     """
@@ -230,6 +235,10 @@ def _print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | 
                 table.add_row(str(i), s.sentence, marks, f"{s.support:.2f}" if s.support is not None else "-",
                               s.method)
             console.print(table)
+        if a.answerability:
+            score = f" (evidence score {a.answerability_score:.2f})" if a.answerability_score is not None else ""
+            console.print(f"  do the sources answer it: {a.answerability}{score}", style="dim", highlight=False,
+                          markup=False)
         if a.reference:
             f1 = rouge_l(a.text or "", a.reference)[2]
             scores.append(f1)
@@ -254,7 +263,9 @@ def answers(
     """Show a run's answers as a user reads them: each sentence with the [k] of the source cited for it.
 
     The citations are the citation stage's per-sentence decisions (table answer_sentences), whatever
-    the writer; the numbered sources follow each answer, and its ROUGE-L where a reference exists.
+    the writer; the numbered sources follow each answer, then whether the sources answer the question
+    (answered, partial or not_found: an answer that abstains says so, lists the closest sources under
+    "See also" and cites nothing), and its ROUGE-L where a reference exists.
 
     [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
     """
@@ -822,7 +833,11 @@ def sections(
 @corpus_app.command("build")
 def corpus_build(
     folder: Annotated[Path | None, typer.Option(help="A folder of HTML pages instead of the documentation tarballs.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="The URL the folder's pages live under (with --folder).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="The URL the folder's pages live under (with --folder): "
+                                                 "dir/page.html becomes BASE/dir/page.html, dir/index.html BASE/dir/.")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="With --folder: a JSONL file of the pages to take, one "
+                                                  '{"path", "url", "title"?} per line (path relative to the '
+                                                  "folder), for crawls and mirrors whose paths are not their URLs.")] = None,
     tarballs: Annotated[Path | None, typer.Option(help="A folder of *.html.tar.xz \\[default: ../shared/data/docs_html].")] = None,
     name: Annotated[str, typer.Option(help="Corpus name (selected with --set corpus.name=...).")] = "docs",
     data_root: DataRoot = None,
@@ -830,17 +845,22 @@ def corpus_build(
     """Build (or rebuild) the local corpus: page bytes, text and a BM25 index.
 
     Without options it reads the five documentation tarballs of ../shared/data/docs_html, or, when
-    that folder is absent, fetches the same Debian packages with apt-get.
+    that folder is absent, fetches the same Debian packages with apt-get. With --folder, every *.html
+    file gets --base-url plus its path (dir/index.html becomes dir/); with --folder and --manifest, the
+    manifest says each page's URL (and optionally its title) instead.
 
-    [bold]Example[/bold]: hifirag corpus build --folder ./site --base-url https://example.org/docs/ --name mysite
+    [bold]Example[/bold]: hifirag corpus build --folder ./mirror --manifest ./mirror/pages.jsonl --name mysite
     """
     from rich.progress import Progress
 
     from hifirag_core.corpus.build import build_default, build_from_folder, build_from_tarballs
     from hifirag_core.runtime import corpus_at
 
-    if folder is not None and not base_url:
-        _fail(ValueError("--folder needs --base-url (the URL its pages are published under)"))
+    if folder is not None and not base_url and manifest is None:
+        _fail(ValueError("--folder needs --base-url (the URL its pages are published under) or --manifest "
+                         "(each page's URL)"))
+    if manifest is not None and folder is None:
+        _fail(ValueError("--manifest lists pages of a folder: pass --folder too"))
     target = corpus_at(resolve_data_root(data_root), name)
     try:
         with Progress(console=err, transient=True) as progress:
@@ -850,7 +870,7 @@ def corpus_build(
                 progress.update(bar, completed=n, description=f"parsing pages ({n})")
 
             if folder is not None:
-                built = build_from_folder(target.root, target.blobs, folder, base_url or "", tick)
+                built = build_from_folder(target.root, target.blobs, folder, base_url, tick, manifest=manifest)
             elif tarballs is not None:
                 built = build_from_tarballs(target.root, target.blobs, tarballs, tick)
             else:

@@ -202,6 +202,25 @@ class CitationConfig(Section):
     fallback: Literal["keep_all", "keep_none", "top_k"] = "keep_all"
 
 
+class AnswerabilityConfig(Section):
+    """Whether an answer may say that the sources found do not answer the question.
+
+    Every answer row stores the decision (``answered``, ``partial`` or ``not_found``, its score and
+    reason); only with ``abstain`` does a ``not_found`` answer abstain (say so, list the closest
+    sources under "See also", cite nothing). The paper's rows never abstain; the ``final_abstain``
+    variant does, and it is what ``hifirag run`` uses unless told otherwise.
+    """
+
+    abstain: bool = False
+    # The evidence score is a calibrated P(the kept evidence answers the question): below
+    # ``threshold`` the verdict is not_found, below ``partial_below`` partial (see
+    # hifirag_core/answerability.py for the calibration and bench/calibrate_answerability.py for the choice).
+    # 0.41: the lowest threshold that abstains on 85% of the tune half's unanswerable questions (target 80%,
+    # with a margin); 0.59: above it, 95% of the tune half's questions were answerable.
+    threshold: float = Field(default=0.41, ge=0.0, le=1.0)
+    partial_below: float = Field(default=0.59, ge=0.0, le=1.0)
+
+
 # The source types of the second paper; rules that assign them live in hifirag_core.credibility.
 SourceType = Literal[
     "peer_reviewed",
@@ -300,6 +319,7 @@ class PipelineConfig(Section):
     section_rank: SectionRankConfig = SectionRankConfig()
     generation: GenerationConfig = GenerationConfig()
     citations: CitationConfig = CitationConfig()
+    answerability: AnswerabilityConfig = AnswerabilityConfig()
     credibility: CredibilityConfig = CredibilityConfig()
     prompts: PromptsConfig = PromptsConfig()
     limits: LimitsConfig = LimitsConfig()

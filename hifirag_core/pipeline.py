@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core import stages
+from hifirag_core.answerability import Decision as Answerability
 from hifirag_core.backends.base import SourceDoc, TransientError, error_status
 from hifirag_core.blocked import DETECTOR_VERSION
 from hifirag_core.hashing import stable_hash
@@ -81,6 +82,7 @@ class Trail:
         self.rt = rt  # None only where no stage will run (a question that failed as a whole)
         self.outputs: dict[str, StageOutput] = {}
         self._sources: list[SourceDoc] | None = None
+        self._answerability: Answerability | None = None
 
     def __getitem__(self, stage: str) -> StageOutput:
         return self.outputs[stage]
@@ -97,6 +99,21 @@ class Trail:
                                                  self["section_rank"], self.rt.cfg.generation,
                                                  limit=stages.writer_context(self.rt))
         return self._sources
+
+    def answerability(self) -> Answerability:
+        """Whether the sources answer the question (decided once per question, from the sources and the draft):
+        the citation check and the answer both follow it."""
+        if self._answerability is None:
+            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
+            self._answerability = stages.answerability(self.question, self.sources(), self["draft"], self.rt)
+        return self._answerability
+
+    def answer_to_cite(self) -> str | None:
+        """The writer's text for the citation check, markers and all; none when the answer abstains."""
+        assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
+        if stages.abstains(self.answerability(), self.rt):
+            return None
+        return stages.writer_text(self["draft"], self["refine"])[0]
 
 
 def _no_value(_question: Question, _records: Sequence[Record]) -> Any:
@@ -309,15 +326,19 @@ PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
         "citations", (CitationRecord, AnswerSentenceRecord), "3", ("citations", *_FILTER_MODEL),
         stages.verify_citations,
-        # the writer's own text, markers and all: they are a hint the citation check may follow
-        lambda t: {"answer": stages.writer_text(t["draft"], t["refine"])[0], "sources": t.sources()},
+        # the writer's own text, markers and all: they are a hint the citation check may follow; an
+        # answer that abstains has nothing to cite
+        lambda t: {"answer": t.answer_to_cite(), "sources": t.sources()},
         "Decide each answer sentence's sources and keep those that support the answer (prompt A.5).",
         role="filter", io=True, retry=IO_RETRY,
     ),
     StageSpec(
-        "answer", (AnswerRecord,), "2", (),
-        stages.assemble_answer, lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"]},
-        "Put the answer together: the refined text (or the draft), and the URLs its citations kept.",
+        "answer", (AnswerRecord,), "3", ("answerability.abstain",),
+        stages.assemble_answer,
+        lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],
+                   "decision": t.answerability(), "sources": t.sources()},
+        "Put the answer together: the refined text (or the draft), the URLs its citations kept, and whether "
+        "the sources answer the question (a not_found answer may abstain).",
         fallback=_failed_answer,
     ),
 )

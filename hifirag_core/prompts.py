@@ -38,6 +38,7 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "refine": frozenset({"examples"}),  # A.4, pass 2
     "citations": frozenset({"answer", "web_content"}),  # A.5
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
+    "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
     "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
 }
 # What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for

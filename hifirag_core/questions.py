@@ -5,13 +5,13 @@ Every problem in a file is reported at once, each naming its line, before anythi
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hifirag_core.hashing import stable_hash
+from hifirag_core.jsonl import NotUtf8Error, read_jsonl
 
 # format name -> (id field, query field, reference field)
 FORMATS: dict[str, tuple[str, str, str]] = {
@@ -99,21 +99,10 @@ def load_questions(
     path = Path(path)
     if not path.exists():
         raise InputError(path, ["file not found"])
-    problems: list[str] = []
-    objects: list[tuple[int, dict]] = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"line {line_no}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(obj, dict):
-                problems.append(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
-                continue
-            objects.append((line_no, obj))
+    try:
+        objects, problems = read_jsonl(path, "questions file")
+    except NotUtf8Error as exc:
+        raise InputError(path, [exc.problem]) from None
     if not objects and not problems:
         raise InputError(path, ["the file holds no questions"])
 

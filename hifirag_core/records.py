@@ -251,7 +251,16 @@ class AnswerRecord(Record):
     n_words: int | None = None
     cited_urls: list[str] = field(default_factory=list)  # [k] in cited_text is cited_urls[k - 1]
     cited_text: str | None = None  # the text with [k] after each cited sentence
-    from_stage: str | None = None  # which pass produced the text: refine | draft
+    from_stage: str | None = None  # which pass produced the text: refine | draft | abstain
+    # Do the sources answer the question: answered | partial | not_found, the evidence score
+    # (calibrated P(answered)), why, and how it was decided (evidence | writer | writer+evidence).
+    answerability: str | None = None
+    answerability_score: float | None = None
+    answerability_reason: str | None = None
+    answerability_method: str | None = None
+    answerability_signals: str | None = None  # JSON: the evidence signals behind the score
+    abstained: bool = False  # the text says the sources do not answer (answerability.abstain was on)
+    see_also_urls: list[str] = field(default_factory=list)  # the closest sources an abstaining answer lists
 
 
 @dataclass(kw_only=True)

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hifirag_core.answerability import CALIBRATION, abstention_text, strip_answerability
+from hifirag_core.answerability import Decision as Answerability
+from hifirag_core.answerability import decide as decide_answerability
 from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations, strip_markers
 from hifirag_core.backends.base import (
     RETRYABLE_FETCH_STATUSES,
@@ -512,10 +515,20 @@ def select_sentences(question: str, text: str, k: int) -> str:
     return " ".join(sentences[i] for i in keep)
 
 
+def writer_asked(rt: Runtime) -> bool:
+    """Whether the writer was asked to say if the sources answer the question (an LLM writer with abstention on)."""
+    return bool(getattr(rt.writer_model, "asks_answerability", False))
+
+
+def _writer_text(text: str | None, rt: Runtime) -> str | None:
+    """A writer pass's text without the answerability line it was asked to add."""
+    return strip_answerability(text) if text and writer_asked(rt) else text
+
+
 @timed
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     decision = rt.writer_model.draft(question.query, sources, max_words=rt.cfg.generation.draft_words)
-    text = decision.value.last_reply if decision.status == OK else None
+    text = _writer_text(decision.value.last_reply, rt) if decision.status == OK else None
     record = DraftRecord(stage="draft", text=text, n_words=word_count(text) if text else None,
                          source_urls=[s.url for s in sources], method=decision.method,
                          model=getattr(rt.writer_model, "model", None),
@@ -545,7 +558,7 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
         record = DraftRecord(stage="refine", status="skipped", error="no draft to refine")
         return StageOutput("refine", [record], status="skipped")
     decision = rt.writer_model.refine(question.query, conversation, list(rt.examples.examples))
-    text = decision.value if decision.status == OK else None
+    text = _writer_text(decision.value, rt) if decision.status == OK else None
     draft_record = draft.records[0]
     assert isinstance(draft_record, DraftRecord)
     record = DraftRecord(stage="refine", text=text, n_words=word_count(text) if text else None,
@@ -611,18 +624,44 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
                        error=decision.error)
 
 
+def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
+    """Whether the sources answer the question: the writer's own verdict when it was asked for one
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.answerability``)."""
+    cfg = rt.cfg.answerability
+    conversation = draft.value if isinstance(draft.value, Conversation) else None
+    return decide_answerability(
+        question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
+        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+
+def abstains(decision: Answerability, rt: Runtime) -> bool:
+    """Whether the answer says the sources do not answer instead of answering (and so cites nothing)."""
+    return rt.cfg.answerability.abstain and decision.verdict == "not_found"
+
+
 @timed
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
-                    rt: Runtime) -> StageOutput:
+                    decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
+    answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
+    closest sources under "See also" and cites nothing."""
     text, from_stage = final_text(draft, refined)
+    verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
+               "answerability_reason": decision.reason, "answerability_method": decision.method,
+               "answerability_signals": decision.signals_json()}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
-    if text:
+    if abstains(decision, rt):
+        said, see_also = abstention_text(sources)
+        record = AnswerRecord(text=said, n_words=word_count(said), from_stage="abstain", abstained=True,
+                              see_also_urls=see_also, **verdict)
+    elif text:
         cited_text, cited = render_citations(text, [(r.sentence, r.urls) for r in sentences])
         record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, cited_text=cited_text,
-                              from_stage=from_stage)
+                              from_stage=from_stage, **verdict)
     else:
         why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
-        record = AnswerRecord(status="no_answer", error=why)
+        record = AnswerRecord(status="no_answer", error=why, **verdict)
     return StageOutput("answer", [record], status=record.status, error=record.error)
 

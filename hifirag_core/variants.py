@@ -35,7 +35,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "final_credibility": {"credibility": {"enabled": True}},
     # Ours: inside each kept section, only the sentences BM25 finds closest to the question.
     "final_bm25_sentences": {"generation": {"sentence_select": "bm25"}},
+    # Ours: the final system, and when the sources found do not answer the question the answer says
+    # so (with the closest sources as "see also") instead of answering anyway. `hifirag run`'s default.
+    "final_abstain": {"answerability": {"abstain": True}},
 }
+# What `hifirag run` answers with: a user is better served by "my sources do not cover this" than by
+# a confident, cited answer from pages about something else (the paper's rows never abstain).
+DEFAULT_RUN_VARIANT = "final_abstain"
 
 
 def variant_overrides(name: str) -> dict[str, Any]:

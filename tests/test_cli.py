@@ -122,3 +122,37 @@ def test_export_with_citations_carries_the_markers_and_sources(tmp_path):
     assert cited.exit_code == 0
     assert json.loads(out.read_text())["generated_response"] == (
         "Use max-rate to limit it. [1] Accounts are throttled. [2]\n\nSources:\n[1] https://a/sync\n[2] https://b/plans")
+
+
+def test_corpus_build_from_a_manifest_and_its_errors(tmp_path, site_dir):
+    manifest = tmp_path / "pages.jsonl"
+    manifest.write_text(json.dumps({"path": "sync.html", "url": "https://mirror.example/sync/", "title": "Sync"}) + "\n")
+    result = runner.invoke(app, ["corpus", "build", "--folder", str(site_dir), "--manifest", str(manifest),
+                                 "--name", "mirror", "--data-root", str(tmp_path / "data")])
+    assert result.exit_code == 0 and "1 pages" in result.output, result.output
+    missing = runner.invoke(app, ["corpus", "build", "--folder", str(site_dir), "--data-root", str(tmp_path)])
+    assert missing.exit_code == 2 and "--base-url" in missing.output and "--manifest" in missing.output
+    alone = runner.invoke(app, ["corpus", "build", "--manifest", str(manifest), "--data-root", str(tmp_path)])
+    assert alone.exit_code == 2 and "--folder" in alone.output
+    manifest.write_text('{"path": "nope.html", "url": "https://mirror.example/x"}\n')
+    bad = runner.invoke(app, ["corpus", "build", "--folder", str(site_dir), "--manifest", str(manifest),
+                              "--data-root", str(tmp_path / "data")])
+    assert bad.exit_code == 2 and "line 1: no file" in bad.output
+
+
+def test_answers_shows_the_text_and_whether_the_sources_answer(tmp_path):
+    from hifirag_core.records import QuestionRecord
+
+    w = Warehouse(tmp_path)
+    w.write("questions", [QuestionRecord(query="How do you make paella?", line_no=1)], run_id="r1", stage="input",
+            question_id="q1")
+    w.write("answers", [AnswerRecord(text="The sources I found do not answer this question.\n\nSee also:\n- A: https://a",
+                                     answerability="not_found", answerability_score=0.04, abstained=True,
+                                     see_also_urls=["https://a"])],
+            run_id="r1", stage="answer", question_id="q1")
+    w.write("runs", [RunRecord(run_id="r1", status="finished", n_questions=1, dataset="custom")], run_id="r1",
+            stage="run")
+    result = runner.invoke(app, ["answers", "r1", "--data-root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "How do you make paella?" in result.output and "See also:" in result.output
+    assert "not_found (evidence score 0.04)" in result.output and "[1]" not in result.output

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -87,3 +88,53 @@ def test_the_documentation_tarballs_hold_the_expected_sites():
             assert all(p.url.startswith("https://www.debian.org/doc/manuals/debian-faq/") for p in pages)
     assert counts == {"debian-faq": 17}
     assert isinstance(SITES["sqlite3-doc"], Site)
+
+
+def test_index_pages_are_stored_under_their_folder_url(tmp_path, site_dir):
+    assert normalize_url("https://a.example/guide/index.html#x") == "https://a.example/guide/"
+    assert normalize_url("https://a.example/guide/install.html") == "https://a.example/guide/install.html"
+    folder = tmp_path / "site"
+    shutil.copytree(site_dir, folder)
+    (folder / "guide").mkdir()
+    shutil.copy(site_dir / "sync.html", folder / "guide" / "index.html")
+    corpus = corpus_at(tmp_path / "data", "docs")
+    build_from_folder(corpus.root, corpus.blobs, folder, BASE_URL)
+    urls = set(corpus.pages())
+    assert BASE_URL + "guide/" in urls and BASE_URL + "guide/index.html" not in urls
+    assert corpus.page(BASE_URL + "guide/index.html") is corpus.page(BASE_URL + "guide/")  # either form finds it
+
+
+def test_a_manifest_gives_each_page_its_url_and_title(tmp_path, site_dir):
+    manifest = tmp_path / "pages.jsonl"
+    manifest.write_text("\n".join(json.dumps(line) for line in [
+        {"path": "sync.html", "url": "https://mirror.example/docs/sync", "title": "Sync guide"},
+        {"path": str(site_dir / "config.html"), "url": "https://mirror.example/docs/config?v=2"},
+    ]) + "\n", encoding="utf-8")
+    corpus = corpus_at(tmp_path / "data", "mirror")
+    build_from_folder(corpus.root, corpus.blobs, site_dir, None, manifest=manifest)
+    pages = corpus.pages()
+    assert set(pages) == {"https://mirror.example/docs/sync", "https://mirror.example/docs/config?v=2"}
+    assert pages["https://mirror.example/docs/sync"].title == "Sync guide"
+    assert "Configuring Tidewater" in pages["https://mirror.example/docs/config?v=2"].title
+    hits = LocalSearch(corpus.index()).search("limit bandwidth during sync", num=1)
+    assert hits[0].url == "https://mirror.example/docs/sync" and hits[0].title == "Sync guide"
+
+
+def test_a_bad_manifest_names_every_bad_line(tmp_path, site_dir):
+    manifest = tmp_path / "pages.jsonl"
+    manifest.write_text("\n".join([
+        json.dumps({"path": "sync.html", "url": "https://m.example/a"}),
+        "{not json",
+        json.dumps({"url": "https://m.example/b"}),
+        json.dumps({"path": "absent.html", "url": "https://m.example/c"}),
+        json.dumps({"path": "config.html", "url": "ftp://m.example/d"}),
+        json.dumps({"path": "config.html", "url": "https://m.example/a"}),
+    ]) + "\n", encoding="utf-8")
+    corpus = corpus_at(tmp_path / "data", "mirror")
+    with pytest.raises(CorpusError) as info:
+        build_from_folder(corpus.root, corpus.blobs, site_dir, None, manifest=manifest)
+    text = str(info.value)
+    for expected in ("5 problem(s)", "line 2: not valid JSON", "line 3: missing field 'path'", "line 4: no file",
+                     "line 5: field 'url' must be an http(s) URL", "line 6: url https://m.example/a is already on line 1"):
+        assert expected in text, expected
+    assert not corpus.exists()  # nothing half built

@@ -234,3 +234,37 @@ def test_a_metric_true_by_construction_is_reported_but_not_gated():
     assert compare(summary, {"citation_recall": worse}, {"citation_recall": base}, "e0", cfg).verdict == "passed"
     gated = summarize({"citation_recall": worse}, "final", cfg)
     assert compare(gated, {"citation_recall": worse}, {"citation_recall": base}, "e0", cfg).verdict == "regressed"
+
+
+# --- abstention ------------------------------------------------------------------------------------
+
+
+def test_abstention_precision_recall_and_answered_and_cited_follow_the_labels():
+    def q(qid: str, answerable: bool | None, abstained: bool, cites: bool = True, gold: bool = False):
+        text = "The sources I found do not answer this question." if abstained else "An answer [1]."
+        cited = [] if abstained else [(text, ["u1"] if cites else [])]
+        return AnsweredQuestion(qid, "question", None, 1, answer=text, sentences=cited, has_gold=gold,
+                                answerable=answerable, abstained=abstained, cites=cites and not abstained)
+
+    questions = [
+        q("u1", False, True), q("u2", False, True), q("u3", False, False),  # unanswerable: 2 of 3 abstained
+        q("a1", True, False, gold=True), q("a2", True, False, gold=True),  # answerable, gold known
+        q("a3", True, True, gold=True),  # a wrong abstention
+        q("a4", True, False, cites=False),  # answerable without gold: answered but cites nothing
+        q("x1", None, True),  # no label: counted as abstained, in no labelled metric
+    ]
+    known = {"a1": (True, True), "a2": (True, False), "a3": (True, True)}
+    scored = score_questions(questions, variant="final_abstain", dataset="t", spec=None, similarity=_jaccard,
+                             support_threshold=0.5, source_texts={}, known_item=known, costs={}, latencies={}, echo={})
+    values = by_metric(scored.records)
+    assert values["abstained"] == {"u1": 1.0, "u2": 1.0, "u3": 0.0, "a1": 0.0, "a2": 0.0, "a3": 1.0, "a4": 0.0,
+                                   "x1": 1.0}
+    assert values["abstention_precision"] == {"u1": 1.0, "u2": 1.0, "a3": 0.0}
+    assert values["abstention_recall"] == {"u1": 1.0, "u2": 1.0, "u3": 0.0}
+    assert values["answered_and_cited"] == {"a1": 1.0, "a2": 0.0, "a3": 0.0, "a4": 0.0}
+    summary = {m.metric: m for m in summarize(values, "final_abstain", build_evaluation_config())}
+    assert summary["abstention_precision"].mean == pytest.approx(2 / 3)
+    assert summary["abstention_recall"].mean == pytest.approx(2 / 3)
+    assert summary["answered_and_cited"].mean == pytest.approx(1 / 4)
+    assert {"abstention_precision", "abstention_recall", "answered_and_cited"} <= set(
+        build_evaluation_config().gated_metrics)

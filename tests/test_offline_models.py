@@ -208,3 +208,51 @@ def test_keep_relative_and_mmr():
     vectors[1] = vectors[0]  # item 1 duplicates item 0
     chosen = mmr_select(np.array([1.0, 0.99, 0.5, 0.4]), vectors, [10, 10, 10, 10], budget=20, lam=0.5)
     assert chosen == [0, 2]
+
+
+ROTATION = """Tidewater keeps a journal of every sync. This can be a file path or a callable.
+
+| Race | Pole position | Most laps led |
+|---|---|---|
+| 001 | Advan | Kobayashi |
+
+- [Home](index.html)
+- Journal rotation
+
+To rotate the journal of a sync, run the following command:
+
+```sh
+tidewater rotate --keep 3
+```
+
+It keeps the last three journals.
+"""
+
+
+def test_draft_reads_as_prose_and_quotes_a_code_example_whole(models):
+    _, writer = models
+    sources = [SourceDoc(1, "https://a/journal", "Journal", "", (SourceSection("s1", ("Journal",), ROTATION, 1.0),))]
+    draft = writer.draft("How do I rotate the journal of a Tidewater sync?", sources, max_words=80).value.last_reply
+    assert "Pole position" not in draft and "Home" not in draft and "Advan" not in draft
+    assert "It keeps the last three journals" not in draft  # after a code block: no antecedent, left out
+    # a sentence that points back stays with the one it points at, each with its marker
+    assert "Tidewater keeps a journal of every sync. [1] This can be a file path or a callable. [1]" in draft
+    # the command is quoted whole, as a fenced block after the sentence that introduces it; every part the
+    # citation check reads as a claim carries the marker (markers never reach the answer's text)
+    assert "run the following command: [1]\n```sh\ntidewater rotate --keep 3\n``` [1]" in draft
+    refined = writer.refine("Why rotate the journal?", Conversation((ChatTurn("user", "q"), ChatTurn("model", draft))),
+                            [FewShotExample("q", " ".join(["word"] * 60))] * 3).value
+    assert "command: [1]\n```sh\ntidewater rotate --keep 3\n``` [1]" in refined  # trimmed whole, never cut
+    assert "\n```sh\ntidewater rotate --keep 3\n```" in strip_markers(refined)  # fences on lines of their own
+
+
+def test_a_dependent_sentence_is_numbered_in_the_step_of_its_antecedent(models):
+    _, writer = models
+    draft = ("Run tidewater rotate to start a new journal file. [1] It keeps the last three journals. [1] "
+             "Run tidewater sync again to write into the new journal. [1]")
+    convo = Conversation((ChatTurn("user", "q"), ChatTurn("model", draft)))
+    refined = writer.refine("How do I rotate the journal?", convo, [FewShotExample("q", "word " * 40)] * 3).value
+    assert refined.splitlines() == [
+        "1. Run tidewater rotate to start a new journal file. [1] It keeps the last three journals. [1]",
+        "2. Run tidewater sync again to write into the new journal. [1]",
+    ]

@@ -80,3 +80,38 @@ def test_fingerprint_depends_on_the_selected_questions(tmp_path):
     path = _write(tmp_path, [json.dumps({"query": f"q{i}", "iid": f"I{i}"}) for i in range(4)])
     assert load_questions(path, limit=2).fingerprint == load_questions(path, limit=2).fingerprint
     assert load_questions(path, limit=2).fingerprint != load_questions(path, limit=3).fingerprint
+
+
+def test_a_file_that_is_not_utf8_names_its_first_bad_line(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(b'{"query": "fine", "iid": "A"}\n\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n')
+    with pytest.raises(InputError) as info:
+        load_questions(path)
+    text = str(info.value)
+    assert "line 2: not UTF-8 text (byte 0x89 at column 1)" in text and "UTF-8 JSONL" in text
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"query": "caf\u00e9", "iid": "A"}\n'.encode("latin-1"))
+    with pytest.raises(InputError, match="line 1: not UTF-8 text"):
+        load_questions(latin)
+
+
+def test_a_byte_order_mark_is_not_an_error(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"query": "why", "iid": "A"}).encode() + b"\n")
+    assert load_questions(path).questions[0].id == "A"
+
+
+def test_runs_are_named_after_the_file_unless_it_is_the_shared_data_set(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    (shared / "mmu_ragent").mkdir(parents=True)
+    official = shared / "mmu_ragent" / "t2t_val.jsonl"
+    official.write_text(json.dumps({"query": "why", "iid": "V_1", "reference": None}) + "\n")
+    monkeypatch.setenv("HIFIRAG_SHARED_DATA", str(shared))
+    copy = tmp_path / "wiki questions.jsonl"
+    copy.write_text(official.read_text())
+    assert load_questions(official).slug == "mmu_ragent"
+    assert load_questions(copy).slug == "custom-wiki-questions"
+    from hifirag_core.runs import plan_run
+
+    plan = plan_run(copy, root=tmp_path / "data", overrides=["generation.examples=none"])
+    assert plan.run_id.startswith("custom-wiki-questions-final-")

@@ -14,7 +14,9 @@ from hifirag_core.corpus.sources import (
     SourcePage,
     docs_html_dir,
     iter_folder_pages,
+    iter_manifest_pages,
     iter_tarball_pages,
+    read_manifest,
 )
 from hifirag_core.corpus.store import Corpus, CorpusError
 
@@ -32,10 +34,21 @@ def build_from_tarballs(root: Path, blobs: BlobStore, folder: Path,
     return Corpus.build(root, blobs, _tarball_pages(folder), sources=[t.name for t in tarballs], progress=progress)
 
 
-def build_from_folder(root: Path, blobs: BlobStore, folder: Path, base_url: str,
-                      progress: Callable[[int], None] | None = None) -> Corpus:
+def build_from_folder(root: Path, blobs: BlobStore, folder: Path, base_url: str | None,
+                      progress: Callable[[int], None] | None = None, manifest: Path | None = None) -> Corpus:
+    """Every ``*.html`` under ``folder`` at ``base_url`` + its path, or, with a ``manifest``, exactly the
+    pages it lists, each at its own URL (crawls and mirrors whose file paths are not their URLs)."""
     if not folder.is_dir():
         raise CorpusError(f"{folder} is not a folder")
+    if manifest is not None:
+        try:
+            entries = read_manifest(manifest, folder)
+        except ValueError as exc:
+            raise CorpusError(str(exc)) from None
+        return Corpus.build(root, blobs, iter_manifest_pages(entries, folder.name),
+                            sources=[f"{folder} (manifest {manifest})"], progress=progress)
+    if not base_url:
+        raise CorpusError("a folder without a manifest needs a base URL (the URL its pages are published under)")
     return Corpus.build(root, blobs, iter_folder_pages(folder, base_url), sources=[str(folder)], progress=progress)
 
 

@@ -14,6 +14,7 @@ from email.utils import formatdate
 from pathlib import Path, PurePosixPath
 
 from hifirag_core.config import SHARED_DATA
+from hifirag_core.jsonl import NotUtf8Error, read_jsonl
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class SourcePage:
     relpath: str
     url: str
     html: bytes
+    title: str | None = None  # the page's title when its source names one (a manifest); else the HTML's
     # What a static web server would send as Last-Modified: the file's modification time.
     last_modified: str | None = None
 
@@ -83,11 +85,14 @@ def iter_tarball_pages(path: Path) -> Iterator[SourcePage]:
                 continue
             relpath = member.name.removeprefix("./")
             data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            yield SourcePage(site.name, relpath, site.url_for(relpath), data, formatdate(member.mtime, usegmt=True))
+            yield SourcePage(site.name, relpath, site.url_for(relpath), data,
+                             last_modified=formatdate(member.mtime, usegmt=True))
 
 
 def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site | None = None) -> Iterator[SourcePage]:
-    """Every ``*.html`` under a folder, with URLs under ``base_url`` (or the known ``site``'s)."""
+    """Every ``*.html`` under a folder, with URLs under ``base_url`` (or the known ``site``'s): the
+    file's path below the folder, so ``guide/install.html`` is ``<base_url>guide/install.html`` and
+    ``guide/index.html`` is ``<base_url>guide/`` (see ``store.normalize_url``)."""
     if site is None:
         if not base_url:
             raise ValueError("a folder of pages needs a base URL for them")
@@ -97,7 +102,7 @@ def iter_folder_pages(folder: Path, base_url: str | None = None, *, site: Site |
             continue
         relpath = path.relative_to(folder).as_posix()
         yield SourcePage(site.name, relpath, site.url_for(relpath), path.read_bytes(),
-                         formatdate(path.stat().st_mtime, usegmt=True))
+                         last_modified=formatdate(path.stat().st_mtime, usegmt=True))
 
 
 # The FAQ pages of the docs corpus: the FAQ protocol (a) leaves them out of search and fetching,
@@ -120,3 +125,60 @@ def gold_location(meta: dict) -> tuple[str | None, str | None]:
     if site is None or not meta.get("page"):
         return None, None
     return site.url_for(str(meta["page"])), meta.get("anchor") or None
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    line_no: int
+    path: Path
+    url: str
+    title: str | None
+
+
+def read_manifest(manifest: Path, folder: Path) -> list[ManifestEntry]:
+    """A JSONL manifest of pages, one ``{"path", "url", "title"?}`` per line (``path`` relative to
+    ``folder`` or absolute), checked whole: every bad line is named in one ``ValueError``."""
+    entries: list[ManifestEntry] = []
+    seen: dict[str, int] = {}
+    if not manifest.is_file():
+        raise ValueError(f"manifest {manifest} does not exist")
+    try:
+        objects, problems = read_jsonl(manifest, "manifest")
+    except NotUtf8Error as exc:
+        raise ValueError(f"{manifest}: {exc.problem}") from None
+    for line_no, obj in objects:
+        path, url, title = obj.get("path"), obj.get("url"), obj.get("title")
+        if not isinstance(path, str) or not path.strip():
+            problems.append(f"line {line_no}: missing field 'path'")
+            continue
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            problems.append(f"line {line_no}: field 'url' must be an http(s) URL")
+            continue
+        if title is not None and not isinstance(title, str):
+            problems.append(f"line {line_no}: field 'title' must be a string")
+            continue
+        file = (folder / path) if not Path(path).is_absolute() else Path(path)
+        if not file.is_file():
+            problems.append(f"line {line_no}: no file {file}")
+            continue
+        key = url.split("#", 1)[0]
+        if key in seen:
+            problems.append(f"line {line_no}: url {url} is already on line {seen[key]}")
+            continue
+        seen[key] = line_no
+        entries.append(ManifestEntry(line_no, file, url, title.strip() if title and title.strip() else None))
+    if problems:
+        problems.sort(key=lambda p: int(p.split(":", 1)[0].removeprefix("line ")))
+        listed = "\n".join(f"  {p}" for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ValueError(f"{manifest}: {len(problems)} problem(s)\n{listed}{more}")
+    if not entries:
+        raise ValueError(f"manifest {manifest} lists no pages")
+    return entries
+
+
+def iter_manifest_pages(entries: list[ManifestEntry], site_name: str) -> Iterator[SourcePage]:
+    """The pages a manifest lists, each under its own URL (and title, when given)."""
+    for e in entries:
+        yield SourcePage(site_name, e.path.name, e.url, e.path.read_bytes(), title=e.title,
+                         last_modified=formatdate(e.path.stat().st_mtime, usegmt=True))

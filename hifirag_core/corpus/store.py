@@ -44,8 +44,9 @@ from hifirag_core.page_dates import PageDate, page_dates
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.text import normalize_ws, split_sentences
 
-# The page text comes from the sectioner; 3: passage index; 4: each page's dates (page_dates.py).
-CORPUS_VERSION = f"4/{SECTIONER_VERSION}"
+# The page text comes from the sectioner; 3: passage index; 4: each page's dates (page_dates.py);
+# 5: dir/index.html is stored as dir/.
+CORPUS_VERSION = f"5/{SECTIONER_VERSION}"
 PASSAGE_POOL = 300  # passages retrieved to rank pages by their best one
 _PASSAGE_BREAK = re.compile(r"\n\n(?=#{1,6} )")
 SNIPPET_CHARS = 240
@@ -65,10 +66,16 @@ class CorpusPage:
 
 
 def normalize_url(url: str) -> str:
-    """The form pages are stored under: no fragment, https, no trailing ``index.html``."""
+    """The form pages are stored under: no fragment, https, no trailing ``index.html``.
+
+    ``https://example.org/guide/index.html`` and ``https://example.org/guide/`` are one page (what web
+    servers serve for a folder), stored as the latter; every other ``.html`` suffix is kept.
+    """
     url = url.split("#", 1)[0].strip()
     if url.startswith("http://"):
         url = "https://" + url[len("http://") :]
+    if url.endswith("/index.html"):
+        url = url[: -len("index.html")]
     return url
 
 
@@ -100,11 +107,14 @@ class ParsedPage:
     tokens: list[list[str]]
 
 
-def parse_page(html: bytes, url: str, relpath: str, last_modified: str | None = None) -> ParsedPage:
-    """One page parsed for the corpus (runs in a build's worker processes: everything it returns pickles)."""
+def parse_page(html: bytes, url: str, relpath: str, last_modified: str | None = None,
+               title: str | None = None) -> ParsedPage:
+    """One page parsed for the corpus (runs in a build's worker processes: everything it returns pickles).
+
+    ``title`` is a manifest's title for the page, which wins over the page's own."""
     parsed = parse_sections(html, url)
     text = parsed.markdown()
-    title = normalize_ws(parsed.title or relpath)
+    title = normalize_ws(title or parsed.title or relpath)
     dates = page_dates(html, url=url, last_modified=last_modified, main_text=text)
     return ParsedPage(title=title, text=text,
                       published=next((d.date for d in dates if d.kind == "published"), None),
@@ -138,7 +148,7 @@ def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str
             # at start-up; the pages it had not parsed are parsed here instead.
             rest = itertools.chain(((page, url) for page, url, _ in window), rest)
     for page, url in rest:
-        yield page, url, parse_page(page.html, url, page.relpath, page.last_modified)
+        yield page, url, parse_page(page.html, url, page.relpath, page.last_modified, page.title)
 
 
 def _parsed_in_pool(pages: Iterator[tuple[SourcePage, str]], window: deque,
@@ -148,7 +158,7 @@ def _parsed_in_pool(pages: Iterator[tuple[SourcePage, str]], window: deque,
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for page, url in pages:
             window.append([page, url, None])  # in the window before submit, which may raise
-            window[-1][2] = pool.submit(parse_page, page.html, url, page.relpath, page.last_modified)
+            window[-1][2] = pool.submit(parse_page, page.html, url, page.relpath, page.last_modified, page.title)
             if len(window) >= _BUILD_WINDOW:
                 yield window[0][0], window[0][1], window[0][2].result()
                 window.popleft()

@@ -7,6 +7,11 @@
   answer); answers are scored against the gold answers.
 * ``faq-b``: the FAQ set over the whole corpus, known-item: is the gold section kept by section
   ranking and its page cited.
+* ``answerability``: questions the docs corpus answers (FAQ protocol b) and questions it does not
+  (FAQ protocol a with every page carrying their answer left out, and MMU-RAGent web questions);
+  ``answerability-tune`` and ``answerability-report`` are its two fixed halves (see
+  ``hifirag_core.evaluation.answerability_set``). Scores abstention precision and recall and the
+  share of answerable questions answered and cited.
 * any JSONL path with ``query`` and ``reference`` (or fields mapped with ``fields``).
 
 An evaluation's *dataset fingerprint* covers the selected questions (ids, queries, references)
@@ -21,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir
+from hifirag_core.evaluation import answerability_set
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import QuestionSet
+from hifirag_core.runs import data_root
 
 MMU_PAPER_LIMIT = 100
 
@@ -31,7 +38,7 @@ MMU_PAPER_LIMIT = 100
 class EvalDataset:
     """A question file, the protocol's config overrides, and the default selection."""
 
-    name: str  # mmu_ragent | faq_a | faq_b | custom:<stem>
+    name: str  # mmu_ragent | faq_a | faq_b | answerability[_tune|_report] | custom:<stem>
     path: Path
     overrides: tuple[str, ...] = ()
     default_limit: int | None = None
@@ -57,10 +64,13 @@ def faq_exclusion() -> str:
     return f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}"
 
 
-def resolve_dataset(spec: str, fields: dict[str, str] | None = None) -> EvalDataset:
-    """A dataset name (``mmu``, ``faq-a``, ``faq-b``) or a path to a JSONL file of questions."""
+def resolve_dataset(spec: str, fields: dict[str, str] | None = None, root: Path | None = None) -> EvalDataset:
+    """A dataset name (``mmu``, ``faq-a``, ``faq-b``, ``answerability[-tune|-report]``) or a path to a
+    JSONL file of questions. ``root`` is the data root a built dataset (answerability) is written under."""
     shared = shared_data_dir()
     key = spec.strip().lower().replace("_", "-")
+    if key in ("answerability", "answerability-tune", "answerability-report"):
+        return _answerability(key, root)
     if key in ("mmu", "mmu-ragent"):
         return EvalDataset("mmu_ragent", shared / "mmu_ragent" / "t2t_val.jsonl", default_limit=MMU_PAPER_LIMIT,
                            note="MMU-RAGent validation set: the first 100 lines, as the paper scored")
@@ -73,3 +83,18 @@ def resolve_dataset(spec: str, fields: dict[str, str] | None = None) -> EvalData
     path = Path(spec)
     return EvalDataset(f"custom:{path.stem}", path, fields=fields,
                        note=f"questions from {path}")
+
+
+def _answerability(key: str, root: Path | None) -> EvalDataset:
+    half = key.removeprefix("answerability").lstrip("-") or None
+    path = answerability_set.dataset_file(root or data_root(), half)  # type: ignore[arg-type]
+    which = f"the {half} half of " if half else ""
+    note = (f"Answerability: {which}FAQ (b) questions the corpus answers, FAQ (a) questions whose answering "
+            "pages are left out and MMU-RAGent web questions it does not")
+    faq = shared_data_dir() / "docs_faq" / "faq_qa.jsonl"
+    if not faq.exists():  # plan_evaluation names the missing shared file
+        return EvalDataset(f"answerability{'_' + half if half else ''}", faq, note=note)
+    built = answerability_set.build_set()
+    built.write(path, half)  # type: ignore[arg-type]
+    return EvalDataset(f"answerability{'_' + half if half else ''}", path,
+                       (f"corpus.exclude={json.dumps(list(built.exclude))}",), known_item=None, note=note)

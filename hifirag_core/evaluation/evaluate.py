@@ -100,7 +100,7 @@ def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationCon
                     overrides: Sequence[str] = (), fields: dict[str, str] | None = None,
                     baseline: str | None = None, accept: bool = False, now: datetime | None = None) -> EvaluationPlan:
     """Resolve the dataset, check every variant and the questions, and name the evaluation."""
-    ds = resolve_dataset(dataset, fields)
+    ds = resolve_dataset(dataset, fields, root)
     if not ds.path.exists():
         where = "" if ds.name.startswith("custom:") else " (the shared data: ../shared/data, or set HIFIRAG_SHARED_DATA)"
         raise ConfigError(f"dataset {dataset!r}: no file {ds.path}{where}; datasets are mmu, faq-a, faq-b or a JSONL path")

@@ -133,6 +133,8 @@ class CitedAnswer:
     cited_text: str | None
     urls: list[str]  # [k] in cited_text is urls[k - 1]
     sentences: list[CitedSentenceRow]
+    answerability: str | None = None  # answered | partial | not_found
+    answerability_score: float | None = None
 
 
 def cited_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | None = None) -> list[CitedAnswer]:
@@ -140,7 +142,8 @@ def cited_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
     if not warehouse.query("SELECT 1 FROM runs WHERE run_id = ?", [check_run_id(run_id)]).rows:
         raise WarehouseError(f"no run {run_id!r} in {warehouse.root} (see `hifirag runs`)")
     rows = warehouse.query(
-        """SELECT q.question_id, q.query, q.reference, a.status, a.error, a.text, a.cited_text, a.cited_urls
+        """SELECT q.question_id, q.query, q.reference, a.status, a.error, a.text, a.cited_text, a.cited_urls,
+                  a.answerability, a.answerability_score
            FROM questions q LEFT JOIN answers a USING (run_id, question_id)
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]).rows
     sentences: dict[str, list[CitedSentenceRow]] = {}
@@ -151,5 +154,7 @@ def cited_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
     wanted = set(question_ids) if question_ids else None
     if wanted is not None and (unknown := wanted - {r[0] for r in rows}):
         raise WarehouseError(f"run {run_id!r} has no question(s) {', '.join(sorted(unknown))}")
-    return [CitedAnswer(qid, query, ref, status, error, text, cited_text, list(urls or []), sentences.get(qid, []))
-            for qid, query, ref, status, error, text, cited_text, urls in rows if wanted is None or qid in wanted]
+    return [CitedAnswer(qid, query, ref, status, error, text, cited_text, list(urls or []), sentences.get(qid, []),
+                        verdict, score)
+            for qid, query, ref, status, error, text, cited_text, urls, verdict, score in rows
+            if wanted is None or qid in wanted]

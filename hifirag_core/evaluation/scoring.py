@@ -13,6 +13,12 @@ with the reason in ``detail_json``):
   text of the sections the ranking kept for each cited source;
 * on known-item data (the FAQ set, protocol b): ``gold_section_kept`` (by section ranking),
   ``gold_page_cited`` and ``gold_section_cited`` (both);
+* ``abstained`` (the answer says the sources do not answer), and where the questions say whether
+  the corpus answers them (``answerable`` in the question file, as in the answerability set):
+  ``abstention_precision`` (per abstention: 1 when the question was unanswerable),
+  ``abstention_recall`` (per unanswerable question: 1 when the answer abstained) and
+  ``answered_and_cited`` (per answerable question: 1 when the answer did not abstain and cites the
+  gold section where the question has one, else cites at least one source);
 * ``cost_usd``, ``tokens_in``, ``tokens_out`` (every model call behind the answer, paid or reused)
   and ``latency_s``: the seconds the question's stages took when they were computed. A stage this
   run took from the cache counts with the time it took in the run that computed it; when that
@@ -54,6 +60,9 @@ class AnsweredQuestion:
     # the claim sentences with the URLs the citation stage cited for each, in answer order
     sentences: list[tuple[str, list[str]]] = field(default_factory=list)
     has_gold: bool = False
+    answerable: bool | None = None  # whether the corpus answers it, when the question file says
+    abstained: bool = False
+    cites: bool = False  # the answer cites at least one source
 
     @property
     def scorable(self) -> bool:
@@ -64,7 +73,8 @@ def load_answers(warehouse: Warehouse, run_id: str) -> list[AnsweredQuestion]:
     """Every question of the run with its answer and its per-sentence citations."""
     rows = warehouse.query(
         """SELECT q.question_id, q.query, q.reference, coalesce(q.line_no, 0), q.gold_url IS NOT NULL,
-                  a.status, a.text
+                  a.status, a.text, TRY_CAST(json_extract(q.meta_json, '$.answerable') AS BOOLEAN),
+                  coalesce(a.abstained, false), coalesce(len(a.cited_urls), 0) > 0
            FROM questions q
            LEFT JOIN answers a USING (run_id, question_id)
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]).rows
@@ -73,8 +83,9 @@ def load_answers(warehouse: Warehouse, run_id: str) -> list[AnsweredQuestion]:
             """SELECT question_id, sentence, urls FROM answer_sentences WHERE run_id = ?
                ORDER BY question_id, sentence_index""", [run_id]).rows:
         cited[qid].append((sentence, list(urls or [])))
-    return [AnsweredQuestion(qid, query, ref, line_no, (text or "").strip(), status, cited.get(qid, []), bool(gold))
-            for qid, query, ref, line_no, gold, status, text in rows]
+    return [AnsweredQuestion(qid, query, ref, line_no, (text or "").strip(), status, cited.get(qid, []), bool(gold),
+                             answerable, bool(abstained), bool(cites))
+            for qid, query, ref, line_no, gold, status, text, answerable, abstained, cites in rows]
 
 
 def load_source_texts(warehouse: Warehouse, run_id: str) -> dict[tuple[str, str], str]:
@@ -235,6 +246,7 @@ def score_questions(
             records.append(_row(qid, "gold_section_kept", float(kept), variant, dataset))
             records.append(_row(qid, "gold_page_cited", float(cited), variant, dataset))
             records.append(_row(qid, "gold_section_cited", float(kept and cited), variant, dataset))
+        records.extend(_abstention_rows(q, known_item, variant, dataset))
         cost, tokens_in, tokens_out, calls = costs.get(qid, (0.0, 0, 0, 0))
         records.append(_row(qid, "cost_usd", cost, variant, dataset, model_calls=calls))
         records.append(_row(qid, "tokens_in", float(tokens_in), variant, dataset))
@@ -244,6 +256,28 @@ def score_questions(
                             stages=n_stages))
     return RunScores(records, [q.question_id for q in questions if not q.scorable],
                      sum(1 for q in questions if q.answer))
+
+
+def _abstention_rows(q: AnsweredQuestion, known_item: Mapping[str, tuple[bool, bool]] | None, variant: str,
+                     dataset: str) -> list[ScoreRecord]:
+    """``abstained``, and with a label the abstention precision/recall and answered-and-cited rows (see above)."""
+    qid = q.question_id
+    rows = [_row(qid, "abstained", float(q.abstained), variant, dataset)]
+    if q.answerable is None:
+        return rows
+    if q.abstained:
+        rows.append(_row(qid, "abstention_precision", float(not q.answerable), variant, dataset))
+    if not q.answerable:
+        rows.append(_row(qid, "abstention_recall", float(q.abstained), variant, dataset))
+        return rows
+    if q.has_gold and known_item is not None:
+        kept, cited = known_item.get(qid, (False, False))
+        supported, basis = kept and cited, "gold section kept and cited"
+    else:
+        supported, basis = q.cites, "cites a source"
+    rows.append(_row(qid, "answered_and_cited", float(not q.abstained and supported), variant, dataset,
+                     basis=basis))
+    return rows
 
 
 def _citation_rows(q: AnsweredQuestion, variant: str, dataset: str, similarity: Similarity, threshold: float,

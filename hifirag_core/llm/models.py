@@ -257,11 +257,16 @@ class LLMFilterModel:
 class LLMWriterModel:
     """The strong model's two passes (A.4) as one two-turn conversation."""
 
-    def __init__(self, chat: ChatModel, prompts: PromptSet, *, draft_prompt: Literal["hifirag", "raw_limit"] = "hifirag"):
+    def __init__(self, chat: ChatModel, prompts: PromptSet, *, draft_prompt: Literal["hifirag", "raw_limit"] = "hifirag",
+                 answerability: bool = False):
         self.chat = chat
         self.prompts = prompts
         self.draft_prompt_name = "draft" if draft_prompt == "hifirag" else "baseline_q"
-        hashes = {n: prompts[n].hash for n in (self.draft_prompt_name, "refine")}
+        # With abstention on, the draft prompt ends by asking whether the sources answer the question
+        # (prompts/answerability.txt); the paper's rows send the draft prompt unchanged.
+        self.asks_answerability = answerability
+        names = (self.draft_prompt_name, "refine", *(("answerability",) if answerability else ()))
+        hashes = {n: prompts[n].hash for n in names}
         self.prompt_hashes = hashes
         self.identity = f"llm-writer/v{PARSER_VERSION}|{_chat_identity(chat)}|" + ",".join(
             f"{n}={h}" for n, h in hashes.items()
@@ -271,7 +276,9 @@ class LLMWriterModel:
         """What one pass depends on: backend, model and that pass's prompt (the draft reaches the
         refine pass as its input, so the draft prompt is not part of the refine identity)."""
         name = self.draft_prompt_name if stage == "draft" else "refine"
-        return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}"
+        asked = f",answerability={self.prompt_hashes['answerability']}" if stage == "draft" and self.asks_answerability \
+            else ""
+        return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}" + asked
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
         """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).
@@ -284,6 +291,8 @@ class LLMWriterModel:
             text = prompt.render(question=question, web_content=render_sources(sources))
         else:
             text = prompt.render(question=question)
+        if self.asks_answerability:
+            text = f"{text}\n{self.prompts['answerability'].render()}"
         user = ChatTurn("user", text)
         reply = self.chat.chat([user], stage="draft", prompt_name=prompt.name, prompt_hash=prompt.hash)
         answer = (reply.text or "").strip()

@@ -27,8 +27,11 @@ MARKERS: dict[str, str] = {
     "refine": "Revise your answer so that its style and length match",
     "citations": "identify which sources (marked by [number]) directly support",
     "baseline_q": "Please limit your answer to 200 words.",
+    # Never sent alone: the draft prompt carries it at its end when the answer may abstain.
+    "answerability": "add one last line that says whether the web content above answers the question",
     "testset_fresh": "question-answer pairs, in the following style/length",
 }
+ANSWERABILITY_MARKER = MARKERS["answerability"]
 JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})
 FILTER_KINDS = JSON_KINDS
 WRITER_KINDS = frozenset({"draft", "refine", "baseline_q"})
@@ -111,6 +114,20 @@ def _source_blocks(web_content: str) -> list[tuple[int, str]]:
 
 
 def _draft(prompt: str, turns: list[tuple[str, str]]) -> str:
+    asked = ANSWERABILITY_MARKER in prompt
+    if asked:  # the instruction follows the web content: read the prompt without it
+        prompt = prompt[: prompt.index(ANSWERABILITY_MARKER)].rsplit("\n", 1)[0]
+    answer, overlap = _draft_answer(prompt)
+    if not asked:
+        return answer
+    # The fake's verdict follows its own evidence: a sentence sharing two of the question's words
+    # answers it; one shared word ("make" in "How do you make paella?") is a coincidence.
+    if overlap < 2:
+        return f"{answer}\nANSWERABILITY: not_found - no source sentence is about the question"
+    return f"{answer}\n**Answerability:** answered - the sources state it"
+
+
+def _draft_answer(prompt: str) -> tuple[str, int]:
     question = _between(prompt, "User question: ", "\n-----------")
     terms = set(content_terms(question))
     web = _between(prompt, "may help you:", "\n" + question) if question else ""
@@ -124,8 +141,9 @@ def _draft(prompt: str, turns: list[tuple[str, str]]) -> str:
                     key=lambda t: (-t[0], t[1]))
     best = [s for score, _, s in ranked[:3] if score > 0]
     if not best:
-        return f"There is no specific information available, but in general {question.rstrip('?').lower()} depends on the context."
-    return " ".join(best)
+        return (f"There is no specific information available, but in general {question.rstrip('?').lower()} "
+                "depends on the context."), 0
+    return " ".join(best), ranked[0][0]
 
 
 def _refine(prompt: str, turns: list[tuple[str, str]]) -> str:

@@ -7,6 +7,7 @@ SELECT q.run_id, q.question_id, q.query,
          WHERE p.run_id = q.run_id AND p.question_id = q.question_id)           AS pages_fetched,
        (SELECT list_value(count(*), count(*) FILTER (WHERE kept)) FROM section_decisions d
          WHERE d.run_id = q.run_id AND d.question_id = q.question_id)           AS sections_seen_kept,
-       a.status AS answer_status, a.n_words AS answer_words, a.cited_urls, a.text AS answer
+       a.status AS answer_status, a.n_words AS answer_words, a.cited_urls, a.text AS answer,
+       a.answerability, a.answerability_score, a.abstained
 FROM questions q
 LEFT JOIN answers a USING (run_id, question_id);
