@@ -260,7 +260,7 @@ def answers(
                                          "support score and what decided them.")] = False,
     data_root: DataRoot = None,
 ) -> None:
-    """Show a run's answers as a user reads them: each sentence with the [k] of the source cited for it.
+    """Show a run's answers as a user reads them: each sentence with the \\[k] of the source cited for it.
 
     The citations are the citation stage's per-sentence decisions (table answer_sentences), whatever
     the writer; the numbered sources follow each answer, then whether the sources answer the question
@@ -376,7 +376,7 @@ def export_mmu(
     out: Annotated[Path | None, typer.Option(help="Output JSONL \\[default: <data root>/exports/<run id>.jsonl].")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2, no file) when a question has no answer, "
                                          "instead of writing the fixed no-answer sentence.")] = False,
-    citations: Annotated[bool, typer.Option("--citations", help="Each response with its per-sentence [k] citations "
+    citations: Annotated[bool, typer.Option("--citations", help="Each response with its per-sentence \\[k] citations "
                                             "and the numbered source URLs (the organisers score plain text).")] = False,
     data_root: DataRoot = None,
 ) -> None:
@@ -386,7 +386,7 @@ def export_mmu(
     without an answer gets a fixed sentence saying no answer was found (the format cannot mark an
     answer as missing); the command lists those ids. With --strict it writes nothing instead. With
     --citations each response is the answer as `hifirag answers` shows it: every sentence with the
-    [k] of the source the citation check found for it, then the sources.
+    \\[k] of the source the citation check found for it, then the sources.
 
     [bold]Example[/bold]: hifirag export-mmu mmu_ragent-final-1a2b3c4d --out submission.jsonl
     """
