@@ -214,11 +214,12 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         n_answered=tally.answered, n_failed=tally.unanswered, wall_seconds=round(time.monotonic() - started_at, 2),
         stage_computations=tally.computed, cache_hits=tally.cache_hits, llm_calls_paid=tally.paid,
         llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, unanswered=dict(tally.reasons),
-        backend_errors=dict(tally.backend_errors), data_root=str(plan.data_root),
+        backend_errors=dict(tally.backend_errors), n_abstained=tally.abstained, data_root=str(plan.data_root),
         duckdb_path=str(warehouse.duckdb_path), notes=notes,
     )
     finish_run(warehouse, plan, run_row, summary)
-    log.info(f"Run {plan.run_id} {summary.status}: {tally.answered} answered, {tally.unanswered} without an answer, "
+    abstained = f" ({tally.abstained} of them abstained)" if tally.abstained else ""
+    log.info(f"Run {plan.run_id} {summary.status}: {tally.answered} answered{abstained}, {tally.unanswered} without an answer, "
              f"{summary.wall_seconds:.1f}s, {tally.computed} stage computations, {tally.cache_hits} cache hits, "
              f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled)")
     return summary

@@ -171,7 +171,7 @@ def _in_prefect(root: Path, flow_fn, **params):
 
 def _print_summary(summary: dict) -> None:
     table = Table(title=f"Run {summary['run_id']}: {summary['status']}", show_header=False)
-    for key in ("n_questions", "n_answered", "n_failed", "wall_seconds", "stage_computations", "cache_hits",
+    for key in ("n_questions", "n_answered", "n_abstained", "n_failed", "wall_seconds", "stage_computations", "cache_hits",
                 "llm_calls_paid", "llm_calls_reused", "llm_calls_unbilled", "duckdb_path"):
         if key in summary:
             table.add_row(key.replace("_", " "), str(summary[key]))

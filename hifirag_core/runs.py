@@ -165,6 +165,7 @@ class RunSummary:
     llm_calls_unbilled: int = 0  # calls that reached no model or got no billed answer
     unanswered: dict[str, int] = field(default_factory=dict)  # why questions have no answer -> how many
     backend_errors: dict[str, int] = field(default_factory=dict)  # "openai <model>: failed" -> occurrences
+    n_abstained: int = 0  # of n_answered: answers saying the sources found do not answer the question
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -30,7 +30,8 @@ def _short(error: str | None, limit: int = 140) -> str:
 class RunTally:
     """Counts over a run's questions, added one question at a time."""
 
-    answered: int = 0
+    answered: int = 0  # abstentions included: an answer that says the sources do not answer
+    abstained: int = 0
     unanswered: int = 0
     computed: int = 0
     cache_hits: int = 0
@@ -46,6 +47,7 @@ class RunTally:
         answer = next((o for o in outputs if o.stage == "answer"), None)
         if answer is not None and answer.status == OK:
             self.answered += 1
+            self.abstained += any(getattr(r, "abstained", False) for r in answer.records)
         else:
             self.unanswered += 1
             self.reasons[_reason(outputs, answer)] += 1
