@@ -25,7 +25,7 @@ from typing import Literal
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from hifirag_core.config import build_config, parse_overrides
+from hifirag_core.config import build_config, parse_overrides, usable_cores
 
 Runner = Literal["threads", "dask"]
 RUNNERS: tuple[str, ...] = ("threads", "dask")
@@ -81,8 +81,7 @@ def local_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[str]:
     # Dask sets OMP_NUM_THREADS=1 in its workers before they start: one torch thread per worker thread.
     # Each worker would count every core of the machine and load a MiniLM replica per core; the
     # workers share the cores, so each gets its share (an explicit HIFIRAG_ENCODERS wins).
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    env = {"HIFIRAG_ENCODERS": os.environ.get("HIFIRAG_ENCODERS") or str(max(1, cores // choice.dask_workers))}
+    env = {"HIFIRAG_ENCODERS": os.environ.get("HIFIRAG_ENCODERS") or str(max(1, usable_cores() // choice.dask_workers))}
     with LocalCluster(n_workers=choice.dask_workers, threads_per_worker=threads, processes=True,
                       dashboard_address=None, silence_logs=logging.WARNING, env=env) as cluster:
         yield cluster.scheduler_address

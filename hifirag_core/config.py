@@ -8,6 +8,7 @@ stage's cache key. Secrets never live here: they come from the environment (``se
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,11 @@ from hifirag_core.hashing import stable_hash
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = PROJECT_ROOT / "warehouse" / "data"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 # The shared data sets; hifirag_core.corpus.sources.shared_data_dir() honours $HIFIRAG_SHARED_DATA.
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 

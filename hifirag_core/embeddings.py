@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hifirag_core.config import usable_cores
+
 DIM = 384
 _LOOKUP_CHUNK = 500
 # Padded tokens per forward pass: a batch of 64 texts of 256 tokens held 200 MB of attention scores
@@ -186,7 +188,7 @@ def encoder_layout() -> tuple[int, int]:
     weights), so that the questions and pages in flight use every core. ``HIFIRAG_TORCH_THREADS``
     and ``HIFIRAG_ENCODERS`` override either.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     threads = max(1, int(os.environ.get("HIFIRAG_TORCH_THREADS", "1")))
     replicas = int(os.environ.get("HIFIRAG_ENCODERS", str(min(4, max(1, cores // threads)))))
     return threads, max(1, replicas)

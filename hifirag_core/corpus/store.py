@@ -18,7 +18,6 @@ import fnmatch
 import itertools
 import json
 import multiprocessing
-import os
 import re
 import shutil
 import time
@@ -38,6 +37,7 @@ import Stemmer
 
 from hifirag_core.backends.base import SearchHit
 from hifirag_core.blobs import BlobStore
+from hifirag_core.config import usable_cores
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
 from hifirag_core.page_dates import PageDate, page_dates
@@ -135,7 +135,7 @@ def _parsed_pages(pages: Iterable[SourcePage]) -> Iterator[tuple[SourcePage, str
 
     todo = distinct()
     head = list(itertools.islice(todo, PARALLEL_BUILD_PAGES))
-    workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = min(4, usable_cores())
     rest = itertools.chain(head, todo)
     # A daemonic process (a Dask worker) may not start children.
     if len(head) >= PARALLEL_BUILD_PAGES and workers >= 2 and not multiprocessing.current_process().daemon:

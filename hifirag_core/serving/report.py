@@ -56,8 +56,7 @@ def render_report(answer: AnswerRecord | None) -> Report:
     if answer is None or not answer.ok or not (answer.text or "").strip():
         return Report(None)
     text = answer.text.strip()
-    # issue 14's field; getattr until it is on every branch that renders
-    if getattr(answer, "abstained", False):  # its text lists the closest sources; it cites none
+    if answer.abstained:  # its text lists the closest sources; it cites none
         return Report(text, [], ABSTAINED, text)
     urls = list(answer.cited_urls)
     if not urls or not (answer.cited_text or "").strip():
