@@ -31,6 +31,7 @@ from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures b
     scrapingdog_fake,
     sleeps,
 )
+from tests.llama_server import model_server  # noqa: E402, F401  (pytest finds fixtures by name)
 from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 MODEL_ALIAS = "gemma3-270m"
 N_CTX = 8192  # tokens; the server's default is 2048, too small for uncapped evidence
@@ -119,3 +120,13 @@ def pipeline_overrides(base_url: str, *, caps: str = "auto") -> list[str]:
             "query_plan.max_queries=1",
             "limits.concurrency=1", "limits.llm_timeout_s=900", "limits.deadline_s=7200", "limits.retries=1",
             f"limits.caps={caps}"]
+
+
+@pytest.fixture(scope="module")
+def model_server(tmp_path_factory) -> Iterator[str]:
+    """The base URL of a llama.cpp server for one test module; skips, saying why, where it cannot run."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as base_url:
+        yield base_url

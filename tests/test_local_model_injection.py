@@ -15,18 +15,9 @@ from __future__ import annotations
 import pytest
 
 from tests.adversarial import INJECTION, PAGE_URL, answer_differences, run_over_site
-from tests.llama_server import llama_server, pipeline_overrides, unavailable_reason
+from tests.llama_server import pipeline_overrides
 
 pytestmark = pytest.mark.llama_server
-
-
-@pytest.fixture(scope="module")
-def model_server(tmp_path_factory):
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as base_url:
-        yield base_url
 
 
 def test_an_injected_instruction_changes_neither_the_kept_urls_nor_the_citations(

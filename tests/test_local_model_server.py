@@ -20,19 +20,10 @@ from hifirag_core.pipeline import STAGE_NAMES
 from hifirag_core.records import STAGE_STATUSES
 from hifirag_core.warehouse import Warehouse
 from tests.fakes.recording_proxy import RecordingProxy
-from tests.llama_server import MODEL_ALIAS, llama_server, pipeline_overrides, unavailable_reason
+from tests.llama_server import MODEL_ALIAS, pipeline_overrides
 
 pytestmark = [pytest.mark.llama_server, pytest.mark.usefixtures("prefect_harness")]
 FILTER_STAGES = ("query_plan", "url_filter", "section_rank", "citations")
-
-
-@pytest.fixture(scope="module")
-def model_server(tmp_path_factory):
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as base_url:
-        yield base_url
 
 
 def test_the_pipeline_on_a_local_llama_cpp_server(model_server, questions_file, data_root, run_flow):
