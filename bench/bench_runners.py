@@ -45,18 +45,20 @@ def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dic
             summary = answer_questions(**params, runner="threads")
             workers_mb: list[float] = []
         else:
-            import logging
+            from distributed import Client
 
-            from distributed import Client, LocalCluster
+            from flows.runners import RunnerChoice, shared_cluster
 
-
-            # the cluster is made here (it would be inside the flow) so its workers can be asked their peak memory
+            # the cluster an evaluation starts (its workers split the cores between their MiniLM replicas and
+            # talk to the flow's API server), made here rather than inside the flow so its workers can be
+            # asked their peak memory afterwards
+            choice = RunnerChoice("dask", dask_workers=workers, dask_threads=threads)
             cluster_started = time.perf_counter()
-            with LocalCluster(n_workers=workers, threads_per_worker=threads or max(1, 4 // workers),
-                              processes=True, dashboard_address=None, silence_logs=logging.WARNING) as cluster:
+            with shared_cluster(choice, OVERRIDES) as started_choice:
+                address = started_choice.dask_address
                 started = cluster_started
-                summary = answer_questions(**params, runner="dask", dask_address=cluster.scheduler_address)
-                with Client(cluster.scheduler_address) as client:
+                summary = answer_questions(**params, runner="dask", dask_address=address)
+                with Client(address) as client:
                     peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
                 workers_mb = [round(v, 1) for v in peaks.values()]
     seconds = time.perf_counter() - started
