@@ -30,6 +30,11 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dict:
     """One runner's flow on ``n`` questions; in its own process (``--child``)."""
     from flows.environment import configure, stage_cache_at
@@ -44,6 +49,7 @@ def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dic
         if kind == "threads":
             summary = answer_questions(**params, runner="threads")
             workers_mb: list[float] = []
+            workers_cpu: list[float] = []
         else:
             from distributed import Client
 
@@ -59,11 +65,13 @@ def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dic
                 started = cluster_started
                 summary = answer_questions(**params, runner="dask", dask_address=address)
                 with Client(address) as client:
-                    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-                workers_mb = [round(v, 1) for v in peaks.values()]
+                    usage = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF))
+                workers_mb = [round(u.ru_maxrss / 1024, 1) for u in usage.values()]
+                workers_cpu = [round(u.ru_utime + u.ru_stime, 1) for u in usage.values()]
     seconds = time.perf_counter() - started
     return {"kind": kind, "seconds": round(seconds, 2), "answered": summary["n_answered"],
-            "computed": summary["stage_computations"], "flow_mb": round(_peak_mb(), 1), "workers_mb": workers_mb}
+            "computed": summary["stage_computations"], "flow_mb": round(_peak_mb(), 1), "workers_mb": workers_mb,
+            "flow_cpu": round(_cpu_seconds(), 1), "workers_cpu": workers_cpu}
 
 
 def _child(kind: str, root: Path, args: argparse.Namespace) -> dict:
@@ -71,10 +79,14 @@ def _child(kind: str, root: Path, args: argparse.Namespace) -> dict:
            "--workers", str(args.workers)]
     if args.threads_per_worker:
         cmd += ["--threads-per-worker", str(args.threads_per_worker)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the child and every process under it (API server, Dask nannies and workers) once they have exited
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "cpu": round(cpu, 1)}
 
 
 def main() -> None:
@@ -110,8 +122,10 @@ def main() -> None:
             r = results[kind]
             memory = f"flow {r['flow_mb']:.0f} MB" + (
                 f", workers {', '.join(f'{m:.0f}' for m in r['workers_mb'])} MB" if r["workers_mb"] else "")
+            cpu = f"CPU {r['cpu']:.0f} s: flow {r['flow_cpu']:.0f}" + "".join(
+                f" + worker {c:.0f}" for c in r["workers_cpu"]) + " + API server and the rest"
             print(f"  round {round_ + 1} {kind:8s}: {r['seconds']:7.1f} s  {60 * n / r['seconds']:6.1f} questions/min  "
-                  f"({r['answered']} answered, {r['computed']} stages computed; peak {memory}; "
+                  f"{cpu} ({r['answered']} answered, {r['computed']} stages computed; peak {memory}; "
                   f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f})")
         ratios.append(results["dask"]["seconds"] / results["threads"]["seconds"])
         print(f"  round {round_ + 1} dask / threads: {ratios[-1]:.2f}x the time")
