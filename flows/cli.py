@@ -10,6 +10,7 @@ import inspect
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -637,6 +638,28 @@ def variants() -> None:
     for setting, where, why in DEPARTURES:
         departures.add_row(setting, where, why)
     console.print(departures, markup=False)
+
+
+@app.command("prepare-models")
+def prepare_models() -> None:
+    """Make the ONNX export of MiniLM now (once per machine; `make setup` does it), so no run pays for it.
+
+    Runs that embed use ONNX Runtime on this export; without it they make it on first use (about 5 s),
+    or use sentence-transformers where ONNX Runtime is missing. The export goes to the model cache
+    (HIFIRAG_MODEL_CACHE, default ~/.cache/hifirag/models); on a cluster, run this on every machine.
+
+    [bold]Example[/bold]: hifirag prepare-models
+    """
+    from hifirag_core.embeddings import Embedder
+
+    embedder = Embedder(None)
+    started = time.perf_counter()
+    try:
+        runtime = embedder.prepare()
+    except EXPECTED as exc:
+        _fail(exc)
+    console.print(f"MiniLM ({embedder.model_path}) runs on {runtime} "
+                  f"(ready in {time.perf_counter() - started:.1f} s)", highlight=False)
 
 
 @app.command()

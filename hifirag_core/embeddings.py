@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hifirag_core.config import usable_cores
+from hifirag_core.model_runtime import MiniLM, load_minilm, onnx_path
 
 DIM = 384
 _LOOKUP_CHUNK = 500
@@ -85,6 +86,13 @@ class Embedder:
         it listens); the cache and the ``encoded`` count are left alone."""
         encoder(self.model_path).embed(["warm-up"], self.batch_size)
 
+    def prepare(self) -> str:
+        """Make the model's runtime ready (the ONNX export included) and say which runtime it is."""
+        runtime = encoder(self.model_path)._replica()
+        if runtime.name == "onnx":
+            return f"ONNX Runtime ({onnx_path(self.model_path, _folder_fingerprint(self.model_path))})"
+        return "sentence-transformers (torch)"
+
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()[:32]
 
@@ -114,16 +122,17 @@ class Encoder:
 
     Texts are cut into batches of similar token length (a batch is padded to its longest text, and
     MiniLM's cost grows with the padded tokens) and the batches are spread over a few worker
-    threads, each with its own replica of the model running on one intra-op thread (see
-    :func:`encoder_layout`). Every embedder of the process shares them, so questions in flight
-    queue their batches here rather than oversubscribing the cores.
+    threads, each running the model on one intra-op thread (see :func:`encoder_layout`; on ONNX
+    Runtime the threads share one session, on torch each has its own replica). Every embedder of the
+    process shares them, so questions in flight queue their batches here rather than oversubscribing
+    the cores.
     """
 
     def __init__(self, path: Path, workers: int):
         self.path = path
         self.workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minilm")
-        self._local = threading.local()  # each worker's own replica: a tokenizer is not thread-safe
+        self._local = threading.local()  # each worker's runtime (a torch replica's tokenizer is not thread-safe)
 
     def embed(self, texts: list[str], batch_size: int) -> list[np.ndarray]:
         if len(texts) <= batch_size // 4:  # one small batch: no need to measure lengths first
@@ -137,21 +146,17 @@ class Encoder:
                 out[i] = vector
         return out
 
-    def _replica(self):
+    def _replica(self) -> MiniLM:
         model = getattr(self._local, "model", None)
         if model is None:
             model = self._local.model = _load_replica(self.path)
         return model
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
-        model = self._replica()
-        ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
-        return [len(x) for x in ids]
+        return self._replica().token_lengths(texts)
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        vectors = self._replica().encode(texts, batch_size=len(texts), normalize_embeddings=True,
-                                         convert_to_numpy=True, show_progress_bar=False)
-        return vectors.astype(np.float32)
+        return self._replica().embed(texts)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_padding: float = 0.25,
@@ -206,24 +211,9 @@ def encoder(path: Path) -> Encoder:
         return _ENCODERS[path]
 
 
-_THREADS_SET = False
-_LOAD_LOCK = threading.Lock()
-
-
-def _load_replica(path: Path):
-    """A model instance for one encoding thread (the weights come from the OS page cache)."""
-    global _THREADS_SET
-    # Never reach for a hub: the model is a local folder.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    with _LOAD_LOCK:
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        if not _THREADS_SET:  # process-wide, so set once, before the first forward pass
-            torch.set_num_threads(encoder_layout()[0])
-            _THREADS_SET = True
-        return SentenceTransformer(str(path), device="cpu")
+def _load_replica(path: Path) -> MiniLM:
+    """The forward pass for one encoding thread (ONNX Runtime shares one session between them)."""
+    return load_minilm(path, _folder_fingerprint(path), encoder_layout()[0])
 
 
 def _folder_fingerprint(path: Path) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from hifirag_core.corpus import store
 from hifirag_core.corpus.sources import iter_folder_pages
 from hifirag_core.embeddings import Embedder, encoder_layout, length_batches, minilm_path
 from tests.sitegen import BASE_URL
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Texts of very different lengths, so that batches really are cut by length and padding.
 TEXTS = [
@@ -63,8 +68,14 @@ def reference_vectors() -> np.ndarray:
     return model.encode(TEXTS, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
 
 
-def test_batched_replicas_give_the_plain_models_vectors(reference_vectors, tmp_path):
+@pytest.mark.parametrize("runtime", ["onnx", "torch"])
+def test_batched_replicas_give_the_plain_models_vectors(reference_vectors, tmp_path, monkeypatch, runtime):
+    from hifirag_core import embeddings
+
+    monkeypatch.setattr(embeddings, "_ENCODERS", {})  # a fresh process's state
+    monkeypatch.setenv("HIFIRAG_MINILM_RUNTIME", runtime)
     vectors = Embedder(tmp_path / "v.sqlite").encode(TEXTS)
+    assert embeddings.encoder(minilm_path())._replica().name == runtime
     assert vectors.shape == reference_vectors.shape
     # Only the order of float additions differs (batch shapes): cosine scores agree to 1e-5.
     np.testing.assert_allclose(vectors, reference_vectors, atol=1e-5)
@@ -90,6 +101,58 @@ def test_concurrent_encodes_from_many_threads_agree(reference_vectors, tmp_path)
     assert not errors
     for n, vectors in results.items():
         np.testing.assert_allclose(vectors, np.roll(reference_vectors, -n, axis=0), atol=1e-5)
+
+
+def test_embedding_on_the_default_runtime_never_imports_torch():
+    """The point of the ONNX runtime: a process that embeds does not pay for importing torch."""
+    code = ("import sys; from hifirag_core.embeddings import Embedder; "
+            "v = Embedder(None).encode(['VACUUM FULL takes an exclusive lock.']); "
+            "print(v.shape, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "HIFIRAG_MINILM_RUNTIME"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(1,", "384)", "False", "False"]
+
+
+def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch):
+    from hifirag_core import model_runtime
+
+    monkeypatch.setenv("HIFIRAG_MODEL_CACHE", str(tmp_path / "models"))
+    exports: list[Path] = []
+    real_export = model_runtime._export
+    monkeypatch.setattr(model_runtime, "_export", lambda path, dest: (exports.append(dest), real_export(path, dest)))
+    first = model_runtime.prepare_onnx(minilm_path(), "abc123")
+    second = model_runtime.prepare_onnx(minilm_path(), "abc123")
+    assert first == second and first.exists() and len(exports) == 1
+    assert [p.name for p in first.parent.glob("*.partial")] == []  # written under another name, then renamed
+    assert model_runtime.prepare_onnx(minilm_path(), "def456") != first  # other weights, another export
+
+
+def test_a_failed_export_falls_back_to_sentence_transformers_with_a_warning(tmp_path, monkeypatch, caplog):
+    from hifirag_core import model_runtime
+
+    monkeypatch.setenv("HIFIRAG_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.setattr(model_runtime, "_WARNED", set())
+
+    def broken(path, dest):
+        raise RuntimeError("no exporter here")
+
+    monkeypatch.setattr(model_runtime, "_export", broken)
+    with caplog.at_level("WARNING", logger=model_runtime.__name__):
+        runtime = model_runtime.load_minilm(minilm_path(), "broken1", threads=1)
+        again = model_runtime.load_minilm(minilm_path(), "broken1", threads=1)
+    assert runtime.name == again.name == "torch"
+    assert runtime.embed(["ok"]).shape == (1, 384)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "no exporter here" in warnings[0]  # said once, not per thread
+
+
+def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
+    from hifirag_core import model_runtime
+
+    monkeypatch.setenv("HIFIRAG_MINILM_RUNTIME", "tensorrt")
+    with pytest.raises(ValueError, match="choose one of onnx, torch"):
+        model_runtime.load_minilm(minilm_path(), "x", threads=1)
 
 
 def _build(root: Path, site_dir: Path) -> store.Corpus:
