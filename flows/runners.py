@@ -75,6 +75,7 @@ def local_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[str]:
     if choice.dask_address:
         yield choice.dask_address
         return
+    import dask
     from distributed import LocalCluster
 
     threads = choice.dask_threads or max(1, math.ceil(concurrency / choice.dask_workers))
@@ -82,8 +83,11 @@ def local_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[str]:
     # Each worker would count every core of the machine and load a MiniLM replica per core; the
     # workers share the cores, so each gets its share (an explicit HIFIRAG_ENCODERS wins).
     env = {"HIFIRAG_ENCODERS": os.environ.get("HIFIRAG_ENCODERS") or str(max(1, usable_cores() // choice.dask_workers))}
-    with LocalCluster(n_workers=choice.dask_workers, threads_per_worker=threads, processes=True,
-                      dashboard_address=None, silence_logs=logging.WARNING, env=env) as cluster:
+    # Each worker's statistical profiler walks every thread's stack 100 times a second, for a dashboard
+    # this cluster does not serve; on two cores that is CPU the questions need.
+    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+            LocalCluster(n_workers=choice.dask_workers, threads_per_worker=threads, processes=True,
+                         dashboard_address=None, silence_logs=logging.WARNING, env=env) as cluster:
         yield cluster.scheduler_address
 
 
