@@ -109,7 +109,7 @@ def test_two_runs_writing_to_one_warehouse_at_once_lose_and_duplicate_nothing(
             assert content(together, run_id, table) == content(alone, run_id, table), (run_id, table)
 
 
-def test_local_cluster_workers_share_the_cores_between_their_model_replicas(monkeypatch):
+def test_local_cluster_workers_share_the_cores_between_their_model_replicas_and_do_not_profile(monkeypatch):
     from distributed import Client
 
     from flows.runners import RunnerChoice, local_cluster
@@ -119,4 +119,12 @@ def test_local_cluster_workers_share_the_cores_between_their_model_replicas(monk
     with local_cluster(RunnerChoice(kind="dask", dask_workers=2), concurrency=4) as address, Client(address) as client:
         # a function of the worker (os.environ.get would carry this process's environment along)
         seen = client.run(lambda: os.environ.get("HIFIRAG_ENCODERS"))
+        profiling = client.run(_worker_profiles)
     assert len(seen) == 2 and set(seen.values()) == {str(max(1, cores // 2))}
+    assert set(profiling.values()) == {False}  # no statistical profiler eating the cores
+
+
+def _worker_profiles() -> bool:
+    import dask
+
+    return dask.config.get("distributed.worker.profile.enabled")
