@@ -103,6 +103,28 @@ def test_concurrent_encodes_from_many_threads_agree(reference_vectors, tmp_path)
         np.testing.assert_allclose(vectors, np.roll(reference_vectors, -n, axis=0), atol=1e-5)
 
 
+def test_a_small_call_is_cut_by_length_too(reference_vectors, tmp_path, monkeypatch):
+    """Most calls embed a few texts (a question's titles, one section's sentences): padding them all to
+    the longest wasted a quarter of the forward passes, so they are cut by length like large ones."""
+    from hifirag_core import embeddings
+
+    monkeypatch.setattr(embeddings, "_ENCODERS", {})
+    picked = [2, 3, 0, 1, 4, 5, 6]  # two long texts among five short ones
+    widths: list[list[int]] = []
+    real_forward = embeddings.Encoder._forward
+
+    def forward(self, texts):
+        widths.append(self._replica().token_lengths(texts))
+        return real_forward(self, texts)
+
+    monkeypatch.setattr(embeddings.Encoder, "_forward", forward)
+    vectors = Embedder(tmp_path / "v.sqlite").encode([TEXTS[i] for i in picked])
+    np.testing.assert_allclose(vectors, reference_vectors[picked], atol=1e-5)
+    assert len(widths) >= 2 and sum(len(batch) for batch in widths) == len(picked)
+    for batch in widths:  # no batch pads a short text to a long one's width
+        assert sum(batch) >= (1 - embeddings.MAX_PADDING) * len(batch) * max(batch) or len(batch) == 1
+
+
 def test_embedding_on_the_default_runtime_never_imports_torch():
     """The point of the ONNX runtime: a process that embeds does not pay for importing torch."""
     code = ("import sys; from hifirag_core.embeddings import Embedder; "
