@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/hifirag prepare-models
+	$(BIN)/hifirag prepare
 	touch $@
 
 # The test suite's real model server: llama-cpp-python builds llama.cpp from source (about 5 minutes

@@ -149,13 +149,28 @@ def _run_flow(questions: Path, *, variants: list[str], data_root: Path | None, r
             plan_run(questions, variant=name, run_id=run_id, root=root, **planned)
     except EXPECTED as exc:
         _fail(exc)
-    from flows.answer import answer_questions, answer_variants
+    from flows.environment import server_starting
 
+    with server_starting():  # imports, and the corpus on first use, while Prefect's server starts
+        from flows.answer import answer_questions, answer_variants, ensure_corpus_for
+
+        try:
+            ensure_corpus_for(plan_run(questions, variant=variants[0], run_id=run_id, root=root, **planned),
+                              _ConsoleLog())
+        except EXPECTED as exc:
+            _fail(exc)
     if len(variants) == 1:
         return [_in_prefect(root, answer_questions, questions=str(questions), variant=variants[0], run_id=run_id,
                             data_root=str(root), **kwargs)]
     return _in_prefect(root, answer_variants, questions=str(questions), variants=variants, data_root=str(root),
                        **kwargs)
+
+
+class _ConsoleLog:
+    """A logger's ``info`` that prints to stderr, for the steps a command takes before its flow starts."""
+
+    def info(self, message: str) -> None:
+        err.print(message, highlight=False, markup=False)
 
 
 def _in_prefect(root: Path, flow_fn, **params):
@@ -638,6 +653,38 @@ def variants() -> None:
     for setting, where, why in DEPARTURES:
         departures.add_row(setting, where, why)
     console.print(departures, markup=False)
+
+
+@app.command()
+def prepare() -> None:
+    """Everything a first run would otherwise pay for, done now (`make setup` runs it): MiniLM's ONNX
+    export (as prepare-models) and Prefect's database under PREFECT_HOME (the project's .prefect).
+
+    A temporary Prefect server creates and migrates its database the first time it starts (about 9 s
+    on two cores); this starts one and stops it, so the first `hifirag demo` does not wait for that.
+
+    [bold]Example[/bold]: hifirag prepare
+    """
+    prepare_models()
+    from flows.environment import configure
+
+    configure(resolve_data_root(None))
+    started = time.perf_counter()
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url:
+        console.print(f"Prefect: the server at {settings.api.url} (PREFECT_API_URL) keeps its own database",
+                      highlight=False)
+        return
+    server = SubprocessASGIServer()
+    try:
+        server.start()
+    finally:
+        server.stop()
+    console.print(f"Prefect's database is ready under {settings.home} "
+                  f"({time.perf_counter() - started:.1f} s)", highlight=False)
 
 
 @app.command("prepare-models")

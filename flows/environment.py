@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,11 @@ def configure(data_root: Path) -> None:
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(results_path(data_root)))
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every small index at DEBUG
+    # bm25s logs every small index it builds at DEBUG, and sets its logger to DEBUG when imported:
+    # imported here first, so the level set after it holds.
+    import bm25s  # noqa: F401
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 def results_path(data_root: Path) -> Path:
@@ -60,3 +65,33 @@ def stage_cache_at(data_root: Path) -> Iterator[None]:
 
     with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: results_path(data_root)}):
         yield
+
+
+@contextlib.contextmanager
+def server_starting() -> Iterator[None]:
+    """Start Prefect's temporary server in the background while the block runs; wait for it after.
+
+    A run without ``PREFECT_API_URL`` starts a temporary server (uvicorn in a process of its own,
+    about 5 s; 9 s more when it creates its database) before its flow can begin. Work that needs no
+    Prefect, such as building the corpus, can run meanwhile. The flow then finds the server running
+    (Prefect keeps one per process). Should the start fail here, the flow starts it again itself and
+    reports why.
+    """
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    def start() -> None:
+        with contextlib.suppress(Exception):
+            SubprocessASGIServer().start()
+
+    starting = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    starting.start()
+    try:
+        yield
+    finally:
+        starting.join()
