@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner
 from prefect.transactions import CommitMode, transaction
+from prefect.utilities.annotations import quote
 
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.corpus.store import CorpusError
@@ -78,7 +79,10 @@ class _StageRunner:
             params = stage.gather(self.trail)
             # the key the task's cache policy computes too (Prefect does not hand it back), for the ledger
             key = stage.cache_key(self.question, params, self.rt)
-            state = self._task(stage)(question=self.question, ctx=self.ctx, params=params, return_state=True)
+            # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
+            # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
+            state = self._task(stage)(question=self.question, ctx=self.ctx, params=quote(params), cache_key=key,
+                                      return_state=True)
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"
             else:

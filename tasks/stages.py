@@ -2,7 +2,9 @@
 
 A stage task receives the question, the run's serializable ``RunContext`` and the parameters its
 spec gathered from earlier stages; it resolves the context into this process's live runtime
-(built once per process) and calls the stage function. From the spec it takes:
+(built once per process) and calls the stage function. The flow passes those parameters quoted
+(finished outputs, never futures: Prefect need not walk their records) and the cache key it has
+already computed for its ledger. From the spec it takes:
 
 * its cache key (inputs, config slice, model identity, version), so identical work is never paid
   twice, across runs, variants and processes;
@@ -23,6 +25,7 @@ from prefect import Task, task
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
 from prefect.states import State
+from prefect.utilities.annotations import quote
 
 from hifirag_core.pipeline import PIPELINE, StageSpec
 from hifirag_core.questions import Question
@@ -38,7 +41,11 @@ def resolve(ctx: RunContext) -> Runtime:
 
 def _cache_key(stage: StageSpec) -> Callable[[TaskRunContext, dict[str, Any]], str]:
     def key(_context: TaskRunContext, parameters: dict[str, Any]) -> str:
-        return stage.cache_key(parameters["question"], parameters["params"], resolve(parameters["ctx"]))
+        if parameters.get("cache_key"):  # the flow computed it already (for its ledger)
+            return parameters["cache_key"]
+        params = parameters["params"]
+        params = params.unquote() if isinstance(params, quote) else params  # the flow quotes them
+        return stage.cache_key(parameters["question"], params, resolve(parameters["ctx"]))
 
     return key
 
@@ -53,7 +60,8 @@ def _retry_condition(stage: StageSpec) -> Callable[[Task, TaskRun, State], bool]
 def stage_task(stage: StageSpec) -> Task[..., StageOutput]:
     """The Prefect task of one stage."""
 
-    def run_stage(question: Question, ctx: RunContext, params: dict[str, Any]) -> StageOutput:
+    def run_stage(question: Question, ctx: RunContext, params: dict[str, Any],
+                  cache_key: str | None = None) -> StageOutput:
         return stage.run(question, params, resolve(ctx))
 
     run_stage.__doc__ = stage.summary
