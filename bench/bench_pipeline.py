@@ -139,17 +139,11 @@ def run_prefect_home(root: Path, n: int) -> dict:
     created and migrated by starting a temporary server once (about 9 s), which a run after set-up
     does not pay. Each flow and demo starts from a copy of it."""
     os.environ["PREFECT_HOME"] = str(root)
-    from flows.environment import configure
+    from flows.environment import configure, make_server_database
 
     configure(root)
-    from prefect.server.api.server import SubprocessASGIServer
-
     started = time.perf_counter()
-    server = SubprocessASGIServer()
-    try:
-        server.start()
-    finally:
-        server.stop()
+    make_server_database()
     return {"seconds": time.perf_counter() - started}
 
 

@@ -666,25 +666,16 @@ def prepare() -> None:
     [bold]Example[/bold]: hifirag prepare
     """
     prepare_models()
-    from flows.environment import configure
+    from flows.environment import configure, make_server_database
 
     configure(resolve_data_root(None))
     started = time.perf_counter()
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import get_current_settings
-
-    settings = get_current_settings()
-    if settings.api.url:
-        console.print(f"Prefect: the server at {settings.api.url} (PREFECT_API_URL) keeps its own database",
-                      highlight=False)
+    home = make_server_database()
+    if home is None:
+        console.print("Prefect: the server PREFECT_API_URL names keeps its own database", highlight=False)
         return
-    server = SubprocessASGIServer()
-    try:
-        server.start()
-    finally:
-        server.stop()
-    console.print(f"Prefect's database is ready under {settings.home} "
-                  f"({time.perf_counter() - started:.1f} s)", highlight=False)
+    console.print(f"Prefect's database is ready under {home} ({time.perf_counter() - started:.1f} s)",
+                  highlight=False)
 
 
 @app.command("prepare-models")

@@ -95,3 +95,22 @@ def server_starting() -> Iterator[None]:
         yield
     finally:
         starting.join()
+
+
+def make_server_database() -> Path | None:
+    """Create and migrate the temporary server's database under ``PREFECT_HOME`` now, by starting that
+    server once and stopping it (the first start does this, about 9 s on two cores). Returns the
+    Prefect home, or None when ``PREFECT_API_URL`` names a server, which keeps its own database."""
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url:
+        return None
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    try:
+        server.start()
+    finally:
+        server.stop()
+    return Path(settings.home)
