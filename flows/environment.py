@@ -6,10 +6,14 @@ serve script, the tests) calls ``configure`` first. Values the user has already 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
-import threading
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,34 +71,121 @@ def stage_cache_at(data_root: Path) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def server_starting() -> Iterator[None]:
-    """Start Prefect's temporary server in the background while the block runs; wait for it after.
+class TemporaryServer:
+    """Prefect's temporary API server (uvicorn in a process of its own), started by this process.
 
-    A run without ``PREFECT_API_URL`` starts a temporary server (uvicorn in a process of its own,
-    about 5 s; 9 s more when it creates its database) before its flow can begin. Work that needs no
-    Prefect, such as building the corpus, can run meanwhile. The flow then finds the server running
-    (Prefect keeps one per process). Should the start fail here, the flow starts it again itself and
-    reports why.
+    Prefect starts the same server itself when ``PREFECT_API_URL`` is unset, but only after importing
+    its server code here (sqlalchemy, FastAPI and every API route: about 3 s of CPU on two cores,
+    spent before the server process even exists). Started from here, the server process begins at
+    once and this process never imports that code. The server runs as Prefect runs it (its UI off,
+    only the services a temporary server needs) on a port the system chose, and ``PREFECT_API_URL``
+    names it for the rest of this process and the processes it starts.
     """
+
+    ATTEMPTS = 3  # a port taken between choosing it and binding it: choose again
+
+    def __init__(self) -> None:
+        from prefect.settings import get_current_settings
+
+        settings = get_current_settings()
+        self.timeout_s = float(settings.server.ephemeral.startup_timeout_seconds)
+        self.env = {**os.environ, **settings.to_environment_variables(exclude_unset=True),
+                    # as Prefect's own temporary server: no UI, the services of an ephemeral server
+                    "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        self.env.pop("PREFECT_API_URL", None)
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> TemporaryServer:
+        """Start the server process and point Prefect at it; ``wait`` tells whether it came up."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/api"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+            env=self.env)
+        atexit.register(self.stop)  # after Prefect's own exit handlers, which flush events and logs to it
+        _use_api(self.url)
+        return self
+
+    def wait(self) -> None:
+        """Block until the server answers; raise ``RuntimeError`` (and leave Prefect unpointed) if it cannot."""
+        import httpx
+
+        deadline = time.monotonic() + self.timeout_s
+        for attempt in range(self.ATTEMPTS):
+            with httpx.Client(timeout=5) as client:
+                while self.process.poll() is None and time.monotonic() < deadline:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if client.get(f"{self.url}/health").status_code == 200:
+                            return
+                    time.sleep(0.1)
+            code = self.process.poll()
+            self.stop()
+            if code is None or attempt + 1 == self.ATTEMPTS:
+                _use_api(None)
+                state = f"exited with code {code}" if code is not None else f"did not answer in {self.timeout_s:.0f} s"
+                raise RuntimeError(f"Prefect's temporary server {state}")
+            self.start()  # it exited (its port was taken, say): once more on another port
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _use_api(url: str | None) -> None:
+    """Point this process's Prefect settings (and its child processes) at ``url``, or at no server."""
+    from prefect.context import refresh_global_settings_context
+
+    if url:
+        os.environ["PREFECT_API_URL"] = url
+        if "PREFECT_UI_URL" not in os.environ:  # the server serves no UI: no "View at" links to it
+            os.environ["PREFECT_UI_URL"] = _NO_UI
+    else:
+        os.environ.pop("PREFECT_API_URL", None)
+        if os.environ.get("PREFECT_UI_URL") == _NO_UI:
+            del os.environ["PREFECT_UI_URL"]
+    refresh_global_settings_context()
+
+
+_NO_UI = ""
+
+
+def temporary_server() -> TemporaryServer | None:
+    """A started temporary server, unless Prefect is set to use a server of its own (then None)."""
     from prefect.settings import get_current_settings
 
     settings = get_current_settings()
     if settings.api.url or not settings.server.ephemeral.enabled:
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
+        return None
+    return TemporaryServer().start()
 
-    def start() -> None:
-        with contextlib.suppress(Exception):
-            SubprocessASGIServer().start()
 
-    starting = threading.Thread(target=start, name="prefect-server-start", daemon=True)
-    starting.start()
+@contextlib.contextmanager
+def server_starting() -> Iterator[None]:
+    """Start Prefect's temporary server now, run the block, then wait for the server to answer.
+
+    A run without ``PREFECT_API_URL`` needs a temporary server (5-8 s to start on two cores, 9 s more
+    when it creates its database) before its flow can begin; work that needs no Prefect, such as
+    importing the flow or building the corpus, runs meanwhile. Should it not come up, Prefect is left
+    to start one itself when the flow begins, and reports why if that fails too.
+    """
+    server = temporary_server()
     try:
         yield
     finally:
-        starting.join()
+        if server is not None:
+            with contextlib.suppress(RuntimeError):
+                server.wait()
 
 
 def make_server_database() -> Path | None:
@@ -103,14 +194,13 @@ def make_server_database() -> Path | None:
     Prefect home, or None when ``PREFECT_API_URL`` names a server, which keeps its own database."""
     from prefect.settings import get_current_settings
 
-    settings = get_current_settings()
-    if settings.api.url:
+    home = Path(get_current_settings().home)
+    server = temporary_server()
+    if server is None:
         return None
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
     try:
-        server.start()
+        server.wait()
     finally:
         server.stop()
-    return Path(settings.home)
+        _use_api(None)
+    return home

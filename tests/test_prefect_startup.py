@@ -12,23 +12,42 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # A command's start: the server starts while the block runs (here: nothing), and is up after it.
 STARTED_EARLY = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from flows.environment import configure, server_starting
 configure(Path(sys.argv[1]))
 with server_starting():
     inside = time.monotonic()
+    named = os.environ.get("PREFECT_API_URL", "")
 waited = time.monotonic() - inside
-from prefect.server.api.server import SubprocessASGIServer
 import httpx
-server = SubprocessASGIServer()
-print(server.running, httpx.get(server.api_url + "/health").status_code, round(waited, 1))
-server.stop()
+from prefect.settings import get_current_settings
+settings = get_current_settings()
+assert settings.api.url == named, (settings.api.url, named)
+print(named.startswith("http://127.0.0.1:"), httpx.get(named + "/health").status_code, round(waited, 1),
+      "prefect.server.api.server" in sys.modules, repr(settings.ui_url))
+"""
+
+# A server that cannot start (its database cannot be opened): the command goes on, Prefect unpointed.
+FAILED_START = """
+import os, sys
+from pathlib import Path
+from flows.environment import TemporaryServer, configure, server_starting
+configure(Path(sys.argv[1]))
+os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = "sqlite+aiosqlite:////nonexistent/folder/prefect.db"
+from prefect.context import refresh_global_settings_context
+refresh_global_settings_context()
+TemporaryServer.ATTEMPTS = 1
+with server_starting():
+    pointed = os.environ.get("PREFECT_API_URL", "")
+from prefect.settings import get_current_settings
+print(pointed.startswith("http://"), os.environ.get("PREFECT_API_URL"), get_current_settings().api.url,
+      "PREFECT_UI_URL" in os.environ)
 """
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_UI_URL")}
     return {**env, "PREFECT_HOME": str(tmp_path / "prefect-home"), "HIFIRAG_DATA_ROOT": str(tmp_path / "data")}
 
 
@@ -42,22 +61,31 @@ def test_prepare_makes_prefects_database_and_a_command_finds_its_server_started(
     started = subprocess.run([sys.executable, "-c", STARTED_EARLY, str(tmp_path / "data")], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=600)
     assert started.returncode == 0, started.stderr
-    running, health, waited = started.stdout.split()
-    assert (running, health) == ("True", "200")
+    pointed, health, waited, server_code_imported, ui_url = started.stdout.split()
+    assert (pointed, health) == ("True", "200")  # Prefect's settings name the server, and it answers
     assert float(waited) > 0  # the block ended before the server was up: its start was waited for after it
+    assert server_code_imported == "False"  # the server's code stays in the server's process
+    assert ui_url == "''"  # it serves no UI, so the flow prints no link to one
+
+
+def test_a_server_that_cannot_start_leaves_prefect_to_start_its_own(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FAILED_START, str(tmp_path / "data")], capture_output=True,
+                          text=True, env=_env(tmp_path), cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "None", "None", "False"]
 
 
 def test_no_server_is_started_for_a_command_that_has_one(prefect_harness):
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import get_current_settings
 
-    from flows.environment import server_starting
+    from flows.environment import server_starting, temporary_server
 
-    assert get_current_settings().api.url  # the test harness's server
-    before = dict(SubprocessASGIServer._instances)
+    url = get_current_settings().api.url
+    assert url  # the test harness's server
+    assert temporary_server() is None
     with server_starting():
         pass
-    assert SubprocessASGIServer._instances == before
+    assert get_current_settings().api.url == url
 
 
 def test_bm25s_stays_quiet_after_configure(tmp_path):
