@@ -184,8 +184,10 @@ def server_starting() -> Iterator[None]:
         yield
     finally:
         if server is not None:
-            with contextlib.suppress(RuntimeError):
+            try:
                 server.wait()
+            except RuntimeError as exc:
+                logging.getLogger(__name__).warning("%s; Prefect will start one itself", exc)
 
 
 def make_server_database() -> Path | None:

@@ -73,6 +73,7 @@ def test_a_server_that_cannot_start_leaves_prefect_to_start_its_own(tmp_path):
                           text=True, env=_env(tmp_path), cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "None", "None", "False"]
+    assert "Prefect's temporary server exited with code" in done.stderr and "Prefect will start one itself" in done.stderr
 
 
 def test_no_server_is_started_for_a_command_that_has_one(prefect_harness):
