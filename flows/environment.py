@@ -182,12 +182,16 @@ def server_starting() -> Iterator[None]:
     server = temporary_server()
     try:
         yield
-    finally:
+    except BaseException:  # the command is failing (a bad corpus, Ctrl-C): no server to wait for
         if server is not None:
-            try:
-                server.wait()
-            except RuntimeError as exc:
-                logging.getLogger(__name__).warning("%s; Prefect will start one itself", exc)
+            server.stop()
+            _use_api(None)
+        raise
+    if server is not None:
+        try:
+            server.wait()
+        except RuntimeError as exc:
+            logging.getLogger(__name__).warning("%s; Prefect will start one itself", exc)
 
 
 def make_server_database() -> Path | None:

@@ -76,6 +76,37 @@ def test_a_server_that_cannot_start_leaves_prefect_to_start_its_own(tmp_path):
     assert "Prefect's temporary server exited with code" in done.stderr and "Prefect will start one itself" in done.stderr
 
 
+# A command that fails before its flow (say, a corpus it cannot build) stops the server at once.
+FAILED_COMMAND = """
+import os, sys
+from pathlib import Path
+from flows.environment import TemporaryServer, configure, server_starting
+configure(Path(sys.argv[1]))
+processes = []
+started = TemporaryServer.start
+def start(self):
+    started(self)
+    processes.append(self.process)
+    return self
+def wait(self):
+    raise AssertionError("waited for the server of a failed command")
+TemporaryServer.start, TemporaryServer.wait = start, wait
+try:
+    with server_starting():
+        raise ValueError("no corpus")
+except ValueError:
+    pass
+print(len(processes), processes[0].poll() is not None, os.environ.get("PREFECT_API_URL"))
+"""
+
+
+def test_a_command_failing_before_its_flow_stops_the_server_without_waiting(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FAILED_COMMAND, str(tmp_path / "data")], capture_output=True,
+                          text=True, env=_env(tmp_path), cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "True", "None"]  # one server started, stopped, Prefect unpointed
+
+
 def test_no_server_is_started_for_a_command_that_has_one(prefect_harness):
     from prefect.settings import get_current_settings
 
