@@ -75,8 +75,8 @@ class TemporaryServer:
     """Prefect's temporary API server (uvicorn in a process of its own), started by this process.
 
     Prefect starts the same server itself when ``PREFECT_API_URL`` is unset, but only after importing
-    its server code here (sqlalchemy, FastAPI and every API route: about 3 s of CPU on two cores,
-    spent before the server process even exists). Started from here, the server process begins at
+    its server code here (sqlalchemy, FastAPI and every API route: 5-6 s on this two-core machine on
+    2026-12-02, spent before the server process even exists). Started from here, the server process begins at
     once and this process never imports that code. The server runs as Prefect runs it (its UI off,
     only the services a temporary server needs) on a port the system chose, and ``PREFECT_API_URL``
     names it for the rest of this process and the processes it starts.
