@@ -173,6 +173,16 @@ class _ConsoleLog:
         err.print(message, highlight=False, markup=False)
 
 
+def _flow(module: str, name: str):
+    """A flow, imported while Prefect's temporary server starts; the server is up when it returns."""
+    import importlib
+
+    from flows.environment import server_starting
+
+    with server_starting():
+        return getattr(importlib.import_module(module), name)
+
+
 def _in_prefect(root: Path, flow_fn, **params):
     """Call a flow with its stage cache under ``root``, turning expected errors into clear exits."""
     from flows.environment import stage_cache_at
@@ -356,10 +366,9 @@ def eval_(
         _fail(exc)
     if deberta_path and not deberta_path.is_dir():
         err.print(f"note: {deberta_path} is not a folder; scoring with MiniLM BERTScore instead", highlight=False)
-    from flows.environment import server_starting, stage_cache_at
+    from flows.environment import stage_cache_at
 
-    with server_starting():  # the flow's imports while Prefect's server starts
-        from flows.evaluate import evaluate
+    evaluate = _flow("flows.evaluate", "evaluate")
 
     params = dict(dataset=dataset, variants=names, limit=limit, sample=sample, ids=id_list, overrides=set_ or [],
                   eval_settings=settings, data_root=str(root), fields=field_map, baseline=baseline, accept=accept,
@@ -773,10 +782,7 @@ def reprocess(
                        root=root)
     except EXPECTED as exc:
         _fail(exc)
-    from flows.environment import server_starting
-
-    with server_starting():  # the flow's imports while Prefect's server starts
-        from flows.reprocess import reprocess as reprocess_flow
+    reprocess_flow = _flow("flows.reprocess", "reprocess")
 
     summary = _in_prefect(root, reprocess_flow, run_id=run_id, from_stage=from_stage, questions=ids,
                           overrides=set_ or [], new_run_id=new_run_id, data_root=str(root), **where)
@@ -841,10 +847,7 @@ def credibility(
         _fail(ValueError(f"invalid experiment setting: {exc}"))
     if not config.medquad_path().exists():
         _fail(CorpusError(f"{config.medquad_path()} is missing: the experiment reads MedQuAD from the shared data"))
-    from flows.environment import server_starting
-
-    with server_starting():  # the flow's imports while Prefect's server starts
-        from flows.credibility import credibility_experiment
+    credibility_experiment = _flow("flows.credibility", "credibility_experiment")
 
     result = _in_prefect(root, credibility_experiment, settings=settings, data_root=str(root),
                          out_dir=str(out) if out else None)
@@ -1017,10 +1020,7 @@ def testset_fresh(
     if plan.source == "offline":
         err.print("[yellow]No Gemini key (GEMINI_API_KEY): building the OFFLINE STAND-IN from the local corpus, "
                   "not fresh knowledge.[/yellow]", highlight=False)
-    from flows.environment import server_starting
-
-    with server_starting():  # the flow's imports while Prefect's server starts
-        from flows.testset import build_fresh_testset
+    build_fresh_testset = _flow("flows.testset", "build_fresh_testset")
 
     result = _in_prefect(root, build_fresh_testset, **values, out=str(out), settings=settings,
                          overrides=set_ or [], data_root=str(root))
