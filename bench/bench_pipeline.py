@@ -19,7 +19,8 @@ same children also run that checkout's code (``PYTHONPATH`` and working director
 the order baseline loop, our loop, baseline flow, our flow, so both sides see the same machine load.
 It prints, per stage, seconds per question and the share of the total for each side, then
 questions per minute, CPU seconds, peak memory (RSS) and the ratios. Wall times on a shared
-machine are noisy: compare within one run, and read the CPU columns beside them.
+machine are noisy: compare within one run, and read the CPU columns beside them. The header names
+the host's CPU and its vector width, and times a fixed Python loop before and after the runs.
 
     .venv/bin/python bench/bench_pipeline.py --questions 20 --baseline ../hifirag-main
 """
@@ -189,6 +190,26 @@ def _child(mode: str, root: Path, n: int, code: Path) -> dict:
     return result
 
 
+def _host() -> str:
+    """The CPU model and its widest vector extension. MiniLM's forward passes, most of the offline loop,
+    took 2.3-2.5x the CPU per question on an AVX2-only host as on an AVX-512 one, and the torch-based
+    code before them 1.5x (README, "Where the offline time goes"): a ratio between the two depends on
+    the host it was measured on."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                 "unknown CPU")
+    flags = next((set(line.split(":", 1)[1].split()) for line in info.splitlines() if line.startswith("flags")), set())
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
+    return f"{model} ({vectors})"
+
+
+def _python_speed() -> float:
+    """Seconds of a fixed pure-Python loop: how fast the machine is right now, to compare runs made hours apart."""
+    started = time.perf_counter()
+    sum(i * i for i in range(20_000_000))
+    return time.perf_counter() - started
+
+
 def _stage_table(title: str, n: int, sides: dict[str, dict], key: str) -> None:
     """Per stage: seconds per question and share of the summed stage time, for each side."""
     names = list(next(iter(sides.values()))[key])
@@ -226,6 +247,7 @@ def main() -> None:
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
 
     n = args.questions
+    speed_before = _python_speed()
     codes = {"ours": ROOT} if args.baseline is None else {"base": args.baseline.resolve(), "ours": ROOT}
     modes = [m for m in ("loop", "flow", "demo") if m in args.modes.split(",")]
     bases = {}
@@ -253,6 +275,8 @@ def main() -> None:
             results[mode][label] = r
     print(f"\nOffline pipeline on {n} FAQ questions (cold caches, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end)")
+    print(f"Host: {_host()}; a fixed Python loop took {speed_before:.2f} s before the runs and "
+          f"{_python_speed():.2f} s after (lower is faster)")
     if "loop" in results:
         _stage_table("Plain loop, wall seconds per question per stage:", n, results["loop"], "stage_wall")
         _stage_table("Plain loop, CPU seconds per question per stage (all threads of the process):", n,
