@@ -195,10 +195,11 @@ def _host() -> str:
     took 2.3-2.5x the CPU per question on an AVX2-only host as on an AVX-512 one, and the torch-based
     code before them 1.5x (README, "Where the offline time goes"): a ratio between the two depends on
     the host it was measured on."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                 "unknown CPU")
-    flags = next((set(line.split(":", 1)[1].split()) for line in info.splitlines() if line.startswith("flags")), set())
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}  # every core alike
+    model = fields.get("model name", "unknown CPU")
+    flags = set(fields.get("flags", "").split())
     vectors = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
     return f"{model} ({vectors})"
 
