@@ -142,6 +142,9 @@ class TemporaryServer:
             process.wait()
 
 
+_NO_UI = ""  # PREFECT_UI_URL for a server that serves no UI
+
+
 def _use_api(url: str | None) -> None:
     """Point this process's Prefect settings (and its child processes) at ``url``, or at no server."""
     from prefect.context import refresh_global_settings_context
@@ -155,9 +158,6 @@ def _use_api(url: str | None) -> None:
         if os.environ.get("PREFECT_UI_URL") == _NO_UI:
             del os.environ["PREFECT_UI_URL"]
     refresh_global_settings_context()
-
-
-_NO_UI = ""
 
 
 def temporary_server() -> TemporaryServer | None:
