@@ -61,9 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hifirag_core.config import PipelineConfig, build_config, parse_overrides  # noqa: E402
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir  # noqa: E402
-from hifirag_core.pipeline import STAGE_NAMES  # noqa: E402
-from hifirag_core.stages import PAGE_PARALLELISM  # noqa: E402
+from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
+from hifirag_core.pipeline.stages import PAGE_PARALLELISM  # noqa: E402
+from hifirag_core.resources import shared_data_dir  # noqa: E402
 from tests.fakes.server import FakeServer, Request, Response  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "backends"
@@ -119,7 +120,7 @@ def run_child(spec: Path) -> None:
 def corpus_base() -> Path:
     """A data root holding the built documentation corpus (built once, reused by every run)."""
     base = OUT / "base"
-    from hifirag_core.runtime import corpus_at
+    from hifirag_core.corpus.store import corpus_at
 
     corpus = corpus_at(base, "docs")
     if not corpus.is_current():  # absent, or built by an older version
@@ -136,7 +137,7 @@ class CorpusWeb:
 
     def __init__(self, base: Path):
         from hifirag_core.backends.offline import LocalSearch
-        from hifirag_core.runtime import open_corpus
+        from hifirag_core.corpus.store import open_corpus
 
         self.corpus = open_corpus(base, "docs")
         self.index = self.corpus.index(FAQ_PAGE_PATTERNS)
@@ -175,7 +176,7 @@ def answer_after_latency(fake: FakeServer) -> None:
 
 def effective_config(overrides: list[str]) -> PipelineConfig:
     """The configuration the flow will run with (the same overrides, the default variant's)."""
-    from hifirag_core.variants import variant_overrides
+    from hifirag_core.pipeline.variants import variant_overrides
 
     return build_config(variant_overrides("final"), parse_overrides(overrides), variant="final")
 
@@ -246,7 +247,7 @@ class QuestionCalls:
 
 def observed_calls(root: Path, cfg: PipelineConfig) -> dict[str, QuestionCalls]:
     """Per question, the calls the flow made, from the warehouse."""
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.store.warehouse import Warehouse
 
     w = Warehouse(root)
     calls: dict[str, QuestionCalls] = defaultdict(QuestionCalls)
@@ -323,7 +324,7 @@ def compute_bound(calls: dict[str, QuestionCalls], cfg: PipelineConfig, setup: S
 
 def stage_table(root: Path, stage_path: dict[str, float]) -> Iterator[str]:
     """Per stage: paid calls (stage_costs), calls per question, the latency model's and the measured seconds."""
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.store.warehouse import Warehouse
 
     w = Warehouse(root)
     costs = {r[0]: r[1:] for r in w.query(

@@ -40,7 +40,7 @@ from hifirag_core.credibility.experiment import (  # noqa: E402
 from hifirag_core.credibility.priors import DEFAULT_PRIORS  # noqa: E402
 from hifirag_core.credibility.rerank import CredibilityReranker, weight_vector  # noqa: E402
 from hifirag_core.credibility.sources import SOURCE_TYPES  # noqa: E402
-from hifirag_core.embeddings import Embedder  # noqa: E402
+from hifirag_core.retrieval.embeddings import Embedder  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 

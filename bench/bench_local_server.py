@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.pipeline import STAGE_NAMES  # noqa: E402
-from hifirag_core.warehouse import Warehouse  # noqa: E402
+from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
+from hifirag_core.store.warehouse import Warehouse  # noqa: E402
 from tests.llama_server import llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
 from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
@@ -61,7 +61,7 @@ def main() -> None:
     configure(data_root)
     from flows.answer import answer_questions
     from hifirag_core.corpus.build import build_from_folder
-    from hifirag_core.runtime import corpus_at
+    from hifirag_core.corpus.store import corpus_at
 
     corpus = corpus_at(data_root, "docs")
     build_from_folder(corpus.root, corpus.blobs, args.corpus or write_site(work / "site"), args.base_url)

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.corpus.sources import shared_data_dir  # noqa: E402
+from hifirag_core.resources import shared_data_dir  # noqa: E402
 
 N = 300
 MMU = shared_data_dir() / "mmu_ragent" / "t2t_val.jsonl"
@@ -44,8 +44,8 @@ def pairs(run_id: str | None, data_root: Path | None) -> tuple[list[str], list[s
     """300 (answer, reference) pairs."""
     refs = [r["reference"] for r in map(json.loads, MMU.read_text().splitlines()) if r.get("reference")]
     if run_id:
-        from hifirag_core.runs import data_root as resolve
-        from hifirag_core.warehouse import Warehouse
+        from hifirag_core.resources import data_root as resolve
+        from hifirag_core.store.warehouse import Warehouse
 
         rows = Warehouse(resolve(data_root)).query(
             """SELECT coalesce(a.text, ''), q.reference FROM questions q LEFT JOIN answers a USING (run_id, question_id)
@@ -67,20 +67,20 @@ def child(metric: str, answers: list[str], refs: list[str], deberta: str | None)
         t = time.perf_counter()
         rouge_l_f1(answers, refs)
     elif metric in ("bertscore_minilm", "bertscore_deberta"):
-        from hifirag_core.metrics.semantic import _scorer, bertscore_f1, select_bertscore
+        from hifirag_core.metrics.semantic import bertscore_f1, load_scorer, select_bertscore
 
         spec = select_bertscore(deberta if metric == "bertscore_deberta" else None)
         t = time.perf_counter()
-        _scorer(spec, 32)
+        load_scorer(spec, 32)
         load = time.perf_counter() - t
         t = time.perf_counter()
         bertscore_f1(answers, refs, spec)
     elif metric == "citations":
         import numpy as np
 
-        from hifirag_core.embeddings import Embedder
         from hifirag_core.evaluation.config import CITATION_SUPPORT_THRESHOLD
         from hifirag_core.metrics.citations import citation_score, source_passages
+        from hifirag_core.retrieval.embeddings import Embedder
         from hifirag_core.text import split_sentences
 
         with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,7 @@ Answers the same N FAQ questions (FAQ pages excluded from the corpus), each meas
 subprocess with a cold stage cache and a cold vector cache, so every side pays the same model load
 and the same embeddings:
 
-* ``loop``: the stages of ``hifirag_core.pipeline.PIPELINE`` called in a plain Python loop, one
+* ``loop``: the stages of ``hifirag_core.pipeline.specs.PIPELINE`` called in a plain Python loop, one
   question after another, with records written to the warehouse as the flow writes them; each
   stage's wall and CPU seconds (the process's, so the model's worker threads count) are recorded;
 * ``flow``: the Prefect flow (one task per stage, questions in parallel, caching and result
@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(os.environ.get("BENCH_CODE_ROOT", str(ROOT)))
 sys.path.insert(0, str(CODE))
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir  # noqa: E402
+from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.resources import shared_data_dir  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "pipeline"
 FAQ = shared_data_dir() / "docs_faq" / "faq_qa.jsonl"
@@ -75,16 +76,17 @@ def _peak_mb() -> float:
 
 def run_loop(root: Path, n: int) -> dict:
     """The stages in a plain loop (no Prefect), timed per stage."""
-    from hifirag_core.pipeline import PIPELINE, Trail, write_output
-    from hifirag_core.runs import plan_run, run_context, start_run
-    from hifirag_core.runtime import build_runtime
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.pipeline.plan import plan_run
+    from hifirag_core.pipeline.runs import start_run
+    from hifirag_core.pipeline.specs import PIPELINE, Trail, write_output
+    from hifirag_core.pipeline.wiring import build_runtime
+    from hifirag_core.store.warehouse import Warehouse
 
     started, cpu_started = time.perf_counter(), _cpu()
     plan = plan_run(FAQ, sample=n, overrides=OVERRIDES, root=root, run_id="bench-loop")
     warehouse = Warehouse(root)
     start_run(warehouse, plan)
-    rt = build_runtime(run_context(plan))
+    rt = build_runtime(plan.context())
     wall = {s.name: 0.0 for s in PIPELINE}
     cpu = dict(wall)
     answered = 0
@@ -112,7 +114,7 @@ def run_flow(root: Path, n: int) -> dict:
     started, cpu_started = time.perf_counter(), _cpu()
     with _server_starting():
         from flows.answer import answer_questions
-        from hifirag_core.warehouse import Warehouse
+        from hifirag_core.store.warehouse import Warehouse
 
     with stage_cache_at(root):
         summary = answer_questions(questions=str(FAQ), sample=n, overrides=OVERRIDES, data_root=str(root),
@@ -152,7 +154,7 @@ def run_corpus(root: Path, n: int) -> dict:
     """The documentation corpus under ``root``, built by this child's code unless it is current: a
     baseline may store its corpus in an older format, so each side reads one its own code built."""
     from hifirag_core.corpus.build import build_default
-    from hifirag_core.runtime import corpus_at
+    from hifirag_core.corpus.store import corpus_at
 
     corpus = corpus_at(root, "docs")
     started = time.perf_counter()

@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.store.warehouse import Warehouse
     from tests.fakes.services import fake_services
 
     web = CorpusWeb(corpus_base())

@@ -54,13 +54,14 @@ def run(kind: str, root: Path, n: int, workers: int, threads: int | None) -> dic
             from distributed import Client
 
             from flows.runners import RunnerChoice, shared_cluster
+            from hifirag_core.config import build_config, parse_overrides
 
             # the cluster an evaluation starts (its workers split the cores between their MiniLM replicas and
             # talk to the flow's API server), made here rather than inside the flow so its workers can be
             # asked their peak memory afterwards
             choice = RunnerChoice("dask", dask_workers=workers, dask_threads=threads)
             cluster_started = time.perf_counter()
-            with shared_cluster(choice, OVERRIDES) as started_choice:
+            with shared_cluster(choice, build_config(overrides=parse_overrides(OVERRIDES)).limits.concurrency) as started_choice:
                 address = started_choice.dask_address
                 started = cluster_started
                 summary = answer_questions(**params, runner="dask", dask_address=address)

@@ -8,7 +8,7 @@ the site tarballs, and is timed in CPU seconds around the extraction call only. 
   text (up to the next heading) holds the gold answer at ROUGE-L recall >= 0.9 (Markdown outputs
   are read twice, with and without code-fence tracking, and the better reading counts);
 - pages leaking: share of pages whose output matches a navigation pattern of its site
-  (``hifirag_core.sectioning.evaluation.SITE_CHROME``, written from the sites' real chrome);
+  (``hifirag_core.evaluation.sectioning.SITE_CHROME``, written from the sites' real chrome);
 - headings kept: share of the content headings of every page (h1-h4 inside each site's content
   element, read with lxml as the gold builder in tests/gold does) found among the method's headings.
 
@@ -32,8 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages, shared_data_dir  # noqa: E402
-from hifirag_core.sectioning.evaluation import FaqOutcome, navigation_leaks  # noqa: E402
+from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages  # noqa: E402
+from hifirag_core.evaluation.sectioning import FaqOutcome, navigation_leaks  # noqa: E402
+from hifirag_core.resources import shared_data_dir  # noqa: E402
 
 METHODS = ("read-only", "ours", "trafilatura", "html2text")
 WORKERS = (*METHODS, "reference")
@@ -76,8 +77,8 @@ def _md_result(md: str) -> tuple[list[list[tuple[str, str]]], set[str], str]:
 def _extractor(method: str):
     """A function html bytes, url -> (sections as (heading, text) pairs, all headings, full text)."""
     if method == "ours":
+        from hifirag_core.evaluation.sectioning import page_text
         from hifirag_core.sectioning import parse_sections
-        from hifirag_core.sectioning.evaluation import page_text
 
         def run(html: bytes, url: str):
             page = parse_sections(html, url)
@@ -123,7 +124,7 @@ def _pages(sample: int):
 
 def reference(sample: int, out: Path) -> None:
     """Every page's content headings, read independently of the sectioner (lxml, site templates)."""
-    from tests.gold.build_sectioning_gold import page_entry, set_heading_limit
+    from tools.build_sectioning_gold import page_entry, set_heading_limit
 
     set_heading_limit(None)
     heads = {}

@@ -49,7 +49,7 @@ CONCURRENCY = 4  # limits.concurrency's default: the flow's window and the servi
 
 def pick_questions(n: int, warmup: int) -> tuple[list[str], list[str], dict[str, str]]:
     """(measured ids, warm-up ids, id -> query): as the flow selects them, warm-up ones apart."""
-    from hifirag_core.runs import plan_run
+    from hifirag_core.pipeline.plan import plan_run
 
     chosen = plan_run(FAQ, sample=n + warmup, overrides=OVERRIDES).questions.questions
     queries = {q.id: q.query for q in chosen}
@@ -140,7 +140,7 @@ def run_service(root: Path, measured: list[str], warmup: list[str], queries: dic
 
 def stage_seconds(root: Path, where: str, params: list) -> float:
     """The stage computations' own seconds, summed over the measured questions (from ``stage_runs``)."""
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.store.warehouse import Warehouse
 
     (total,), = Warehouse(root).query(f"SELECT sum(compute_seconds) FROM stage_runs WHERE {where}", params).rows
     return float(total or 0.0)

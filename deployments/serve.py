@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flows.environment import configure  # noqa: E402
-from hifirag_core.runs import data_root  # noqa: E402
+from hifirag_core.resources import data_root, shared_data_dir  # noqa: E402
 
 NIGHTLY_CRON = "0 2 * * *"  # 02:00 every night, in the server's time zone (UTC unless set)
 
@@ -44,7 +44,7 @@ def deployments() -> list:
     from flows.credibility import credibility_experiment
     from flows.reprocess import reprocess
 
-    shared_faq = str(ROOT.parent / "shared" / "data" / "docs_faq" / "faq_qa.jsonl")
+    shared_faq = str(shared_data_dir() / "docs_faq" / "faq_qa.jsonl")
     out = [
         answer_questions.to_deployment(name="answer", parameters={"questions": shared_faq, "sample": 20},
                                        description="Answer a JSONL question file with the HiFi-RAG pipeline."),

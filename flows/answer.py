@@ -3,7 +3,7 @@
     question ─► query plan ─► search ─► URL filter ─► fetch ─► sections ─► section ranking
              ─► draft ─► refine ─► citations ─► answer
 
-The stages, in this order, are the specs of ``hifirag_core.pipeline.PIPELINE``. Questions run at most
+The stages, in this order, are the specs of ``hifirag_core.pipeline.specs.PIPELINE``. Questions run at most
 ``limits.concurrency`` at a time, on threads or on a Dask cluster (``flows.runners``), each as one
 task that runs the stage tasks in order; a stage task that fails after its retries leaves its
 fallback rows and the question goes on with what it has. When a question finishes, the flow writes
@@ -24,10 +24,15 @@ from prefect.transactions import CommitMode, transaction
 from prefect.utilities.annotations import quote
 
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
-from hifirag_core.corpus.store import CorpusError
-from hifirag_core.fetch_health import fetch_warnings
+from hifirag_core.config import uses_real_backends
+from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.limits import Budget, question_deadline
-from hifirag_core.pipeline import (
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.plan import RunContext, RunPlan, plan_run
+from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
+from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.specs import (
+    ANSWER_STAGE,
     PIPELINE,
     QuestionResult,
     StageSpec,
@@ -36,13 +41,11 @@ from hifirag_core.pipeline import (
     spec,
     write_result,
 )
+from hifirag_core.pipeline.tally import RunTally
 from hifirag_core.questions import Question
-from hifirag_core.records import StageRunRecord
-from hifirag_core.runs import RunPlan, RunSummary, finish_run, plan_run, run_context, start_run
-from hifirag_core.runtime import RunContext, Runtime, corpus_at, uses_real_backends
-from hifirag_core.stages import StageOutput
-from hifirag_core.tally import RunTally
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.records import PageRecord, StageRunRecord
+from hifirag_core.store.warehouse import Warehouse
+from hifirag_core.web.fetch_health import fetch_warnings
 from tasks.limits import prefect_ledger
 from tasks.stages import STAGE_TASKS, resolve
 
@@ -147,33 +150,18 @@ def _submit_windowed(questions: list[Question], ctx: RunContext, runner: TaskRun
         yield question, done
 
 
-def ensure_corpus_for(plan: RunPlan, log) -> None:
-    """Build the local corpus on first use, when the config reads from it."""
-    cfg = plan.cfg
-    if "local" not in (cfg.backends.search, cfg.backends.fetch):
-        return
-    corpus = corpus_at(plan.data_root, cfg.corpus.name)
-    if corpus.is_current():
-        return
-    if cfg.corpus.name != "docs":
-        state = "was built by an older version" if corpus.exists() else "is not built"
-        raise CorpusError(f"the corpus {cfg.corpus.name!r} {state}; run `hifirag corpus build --name ...`")
-    from hifirag_core.corpus.build import build_default
-
-    log.info("Building the local documentation corpus (once; under a minute) ...")
-    built = build_default(corpus.root, corpus.blobs, log=log.info)
-    log.info(f"Corpus built: {built.manifest()['pages']} pages")
-
-
 def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
-    """Answer every question of a planned run and record it; the body of the flow."""
+    """Answer every question of a planned run and record it; the body of the flows below.
+
+    The local corpus must be built already: the command line builds it while Prefect's server starts,
+    and a flow started with plain parameters builds it after planning (``ensure_corpus``).
+    """
     choice = choice or RunnerChoice()
     log = get_run_logger()
     warehouse = Warehouse(plan.data_root)
     started_at = time.monotonic()
-    ensure_corpus_for(plan, log)
     run_row = start_run(warehouse, plan)
-    ctx = run_context(plan, shared_limits=choice.shares_limits)
+    ctx = plan.context(shared_limits=choice.shares_limits)
     questions = list(plan.questions.questions)
     for note in (plan.note, plan.questions.note):
         if note:
@@ -191,12 +179,12 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             try:
                 result: QuestionResult = future.result()
             except Exception as exc:  # the question task itself broke: leave a row that says so
-                failed_answer = spec("answer").failed(question, Trail(question), exc)
+                failed_answer = spec(ANSWER_STAGE).failed(question, Trail(question), exc)
                 result = QuestionResult(question, [failed_answer], [
-                    StageRunRecord(stage="answer", status=failed_answer.status, error=failed_answer.error)])
+                    StageRunRecord(stage=ANSWER_STAGE, status=failed_answer.status, error=failed_answer.error)])
             write_result(warehouse, plan.run_id, result)
             tally.add(result.outputs, result.cached)
-            fetched[question.id] = [r for o in result.outputs if o.stage == "fetch" for r in o.records]
+            fetched[question.id] = [r for o in result.outputs for r in o.records if isinstance(r, PageRecord)]
             answer = result.answer
             ok = answer is not None and answer.status == "ok"
             state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
@@ -239,6 +227,12 @@ def run_budget(ctx: RunContext) -> Budget | None:
     return guards.budget if guards is not None else None
 
 
+def run_plans(plans: list[RunPlan], choice: RunnerChoice) -> list[RunSummary]:
+    """Several planned runs in turn; with the dask runner and no address, one LocalCluster serves them all."""
+    with shared_cluster(choice, max((p.cfg.limits.concurrency for p in plans), default=1)) as shared:
+        return [run_plan(plan, shared) for plan in plans]
+
+
 @flow(name="answer-questions", log_prints=False)
 def answer_questions(
     questions: str,
@@ -268,6 +262,7 @@ def answer_questions(
     choice = RunnerChoice(runner, dask_address, dask_workers)
     plan = plan_run(questions, variant=variant, overrides=overrides or (), run_id=run_id, limit=limit,
                     sample=sample, ids=ids, root=data_root, fields=fields, evidence_from=evidence_from)
+    ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
     return run_plan(plan, choice).to_dict()
 
 
@@ -290,11 +285,20 @@ def answer_variants(
 
     With the dask runner and no address, one LocalCluster serves every variant.
     """
-    choice = RunnerChoice(runner, dask_address, dask_workers)
-    with shared_cluster(choice, overrides or []) as choice:
-        return [
-            answer_questions(questions=questions, variant=variant, limit=limit, sample=sample, ids=ids,
-                             overrides=overrides, data_root=data_root, fields=fields, evidence_from=evidence_from,
-                             runner=choice.kind, dask_address=choice.dask_address, dask_workers=choice.dask_workers)
-            for variant in variants
-        ]
+    plans = [plan_run(questions, variant=variant, overrides=overrides or (), limit=limit, sample=sample, ids=ids,
+                      root=data_root, fields=fields, evidence_from=evidence_from) for variant in variants]
+    for plan in plans:
+        ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
+    return [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))]
+
+
+@flow(name="answer-runs", log_prints=False, validate_parameters=False)
+def answer_runs(
+    plans: list[RunPlan],
+    runner: Runner = "threads",
+    dask_address: str | None = None,
+    dask_workers: int = 2,
+) -> list[dict]:
+    """Runs planned, checked and given their corpus by the command line (``hifirag run``, ``demo``,
+    ``reprocess``): each plan is answered as made, one run per plan."""
+    return [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))]

@@ -19,12 +19,12 @@ from prefect.cache_policies import NO_CACHE
 
 from hifirag_core.config import parse_overrides
 from hifirag_core.credibility.experiment import CredibilityExperimentConfig, ExperimentResult, run_experiment
-from hifirag_core.credibility.records import STAGE
 from hifirag_core.credibility.report import write_report
-from hifirag_core.embeddings import Embedder
 from hifirag_core.records import RunRecord, utcnow
-from hifirag_core.runs import data_root as resolve_data_root
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.records.credibility import STAGE
+from hifirag_core.resources import data_root as resolve_data_root
+from hifirag_core.retrieval.embeddings import Embedder
+from hifirag_core.store.warehouse import Warehouse
 
 
 @task(name="credibility_experiment", cache_policy=NO_CACHE, persist_result=False)

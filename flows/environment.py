@@ -17,11 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from hifirag_core.config import PROJECT_ROOT
+from hifirag_core.resources import default_prefect_home
 
 DEFAULTS = {
-    # Prefect keeps its database and state inside the project, not in ~/.prefect.
-    "PREFECT_HOME": str(PROJECT_ROOT / ".prefect"),
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     # One line per question from the flow; a task's own log only when it fails.
@@ -43,6 +41,9 @@ DEFAULTS = {
 
 def configure(data_root: Path) -> None:
     """Set the defaults above, and keep Prefect's cached stage results beside the warehouse."""
+    # Prefect keeps its database and state in the project's .prefect (or the per-user data folder of an
+    # installed package), not in ~/.prefect.
+    os.environ.setdefault("PREFECT_HOME", str(default_prefect_home()))
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(results_path(data_root)))
@@ -72,14 +73,15 @@ def stage_cache_at(data_root: Path) -> Iterator[None]:
 
 
 class TemporaryServer:
-    """Prefect's temporary API server (uvicorn in a process of its own), started by this process.
+    """Prefect's temporary API server, started by this process as a process of its own.
 
-    Prefect starts the same server itself when ``PREFECT_API_URL`` is unset, but only after importing
-    its server code here (sqlalchemy, FastAPI and every API route: 5-6 s on this two-core machine on
-    2026-12-02, spent before the server process even exists). Started from here, the server process begins at
-    once and this process never imports that code. The server runs as Prefect runs it (its UI off,
-    only the services a temporary server needs) on a port the system chose, and ``PREFECT_API_URL``
-    names it for the rest of this process and the processes it starts.
+    Prefect starts a temporary server itself when ``PREFECT_API_URL`` is unset, but only after importing
+    its server code in the command's own process (sqlalchemy, FastAPI and every API route: 5-6 s on two
+    cores, spent before the server process even exists). Started from here, the server process begins at
+    once and this process never imports that code. The server is Prefect's documented ``prefect server
+    start`` (``flows.server_process``: no UI, the services a temporary server needs) on a port the system
+    chose; it stops when this process stops, however it stops, and ``PREFECT_API_URL`` names it for the
+    rest of this process and the processes it starts.
     """
 
     ATTEMPTS = 3  # a port taken between choosing it and binding it: choose again
@@ -89,9 +91,7 @@ class TemporaryServer:
 
         settings = get_current_settings()
         self.timeout_s = float(settings.server.ephemeral.startup_timeout_seconds)
-        self.env = {**os.environ, **settings.to_environment_variables(exclude_unset=True),
-                    # as Prefect's own temporary server: no UI, the services of an ephemeral server
-                    "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        self.env = {**os.environ, **settings.to_environment_variables(exclude_unset=True)}
         self.env.pop("PREFECT_API_URL", None)
         self.process: subprocess.Popen | None = None
         self.url = ""
@@ -103,9 +103,8 @@ class TemporaryServer:
             port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}/api"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-            env=self.env)
+            [sys.executable, "-m", "flows.server_process", "--parent", str(os.getpid()), "--port", str(port)],
+            env=self.env, stdout=subprocess.DEVNULL)
         atexit.register(self.stop)  # after Prefect's own exit handlers, which flush events and logs to it
         _use_api(self.url)
         return self

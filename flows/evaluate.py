@@ -1,6 +1,6 @@
 """The evaluate flow: answer (or reuse) each variant, score every question, gate, report.
 
-    plan ─► answer each variant (the answer flow, as a subflow; cached stages cost nothing)
+    plan ─► answer each variant (one run per variant; cached stages cost nothing)
          ─► score each run ─► compare with the last passing evaluation of the same data ─► write
          ─► Markdown artifact + HTML report ─► final state: Failed when a gated metric regressed
 
@@ -16,8 +16,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 
-from flows.answer import answer_questions
-from flows.runners import Runner, RunnerChoice, shared_cluster
+from flows.answer import run_plans
+from flows.runners import Runner, RunnerChoice
+from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.evaluation.config import build_evaluation_config
 from hifirag_core.evaluation.evaluate import (
     EvaluationPlan,
@@ -37,8 +38,8 @@ from hifirag_core.evaluation.evaluate import (
 from hifirag_core.evaluation.report import VariantResult
 from hifirag_core.evaluation.scoring import computed_seconds
 from hifirag_core.records import utcnow
-from hifirag_core.runs import data_root as resolve_data_root
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.resources import data_root as resolve_data_root
+from hifirag_core.store.warehouse import Warehouse
 
 
 @task(name="score_run", task_run_name="score-{variant}", cache_policy=NO_CACHE, persist_result=False)
@@ -81,22 +82,33 @@ def evaluate(
     variant); ``accept`` records a regression as accepted so it becomes the next baseline. Returns the
     outcome dict; when a gated metric regressed (and ``accept`` is off), the flow ends Failed.
     """
-    log = get_run_logger()
-    started = utcnow()
     root = resolve_data_root(data_root)
     cfg = build_evaluation_config(eval_settings or [])
     plan = plan_evaluation(dataset, variants or ["final"], cfg=cfg, root=root, limit=limit, sample=sample, ids=ids,
                            overrides=overrides or [], fields=fields, baseline=baseline, accept=accept)
+    for run in plan.runs:
+        ensure_corpus(run.cfg, run.data_root, get_run_logger().info)
+    return run_evaluation(plan, RunnerChoice(runner, dask_address, dask_workers), report_dir)
+
+
+@flow(name="evaluate-plan", log_prints=False, validate_parameters=False)
+def evaluate_plan(plan: EvaluationPlan, report_dir: str | None = None, runner: Runner = "threads",
+                  dask_address: str | None = None, dask_workers: int = 2):
+    """An evaluation planned, checked and given its corpus by the command line (``hifirag eval``)."""
+    return run_evaluation(plan, RunnerChoice(runner, dask_address, dask_workers), report_dir)
+
+
+def run_evaluation(plan: EvaluationPlan, choice: RunnerChoice, report_dir: str | None):
+    """The body of both flows: answer, score, gate, report."""
+    log = get_run_logger()
+    started = utcnow()
+    root = plan.data_root
     log.info(f"Evaluation {plan.evaluation_id}: {plan.dataset.note}; {len(plan.queries)} questions; "
              f"variants {', '.join(plan.variants)}")
     # A rerun replaces a run's stage rows with cache hits; keep the times of the stages as computed.
     known_seconds = computed_seconds(Warehouse(root))
-    choice = RunnerChoice(runner, dask_address, dask_workers)
-    with shared_cluster(choice, plan.overrides) as choice:
-        runs = [answer_questions(**plan.run_kwargs(variant), runner=choice.kind, dask_address=choice.dask_address,
-                                 dask_workers=choice.dask_workers)
-                for variant in plan.variants]
-    scorer = Scorer(cfg, root)
+    runs = [summary.to_dict() for summary in run_plans(list(plan.runs), choice)]
+    scorer = Scorer(plan.cfg, root)
     scored = [score_run(plan, variant, run["run_id"], scorer, known_seconds)
               for variant, run in zip(plan.variants, runs, strict=True)]
     results = [compare_with_baseline(plan, s) for s in scored]

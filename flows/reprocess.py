@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows.answer import run_plan
 from flows.runners import Runner, RunnerChoice
-from hifirag_core.pipeline import STAGE_NAMES
-from hifirag_core.runs import plan_reprocess
+from hifirag_core.corpus.build import ensure_corpus
+from hifirag_core.pipeline.plan import plan_reprocess
+from hifirag_core.pipeline.specs import STAGE_NAMES
 
 Stage = Literal[STAGE_NAMES]  # type: ignore[valid-type]  (one literal per stage, in pipeline order)
 
@@ -36,4 +37,5 @@ def reprocess(
     (``key=value`` settings such as ``models.filter=gemini-2.5-pro``), on threads or a Dask cluster."""
     plan = plan_reprocess(run_id, from_stage=from_stage, question_ids=questions, overrides=overrides or (),
                           run_id=new_run_id, root=data_root)
+    ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
     return run_plan(plan, RunnerChoice(runner, dask_address, dask_workers)).to_dict()

@@ -19,13 +19,13 @@ import contextlib
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from hifirag_core.config import build_config, parse_overrides, usable_cores
+from hifirag_core.config import usable_cores
 
 Runner = Literal["threads", "dask"]
 RUNNERS: tuple[str, ...] = ("threads", "dask")
@@ -92,7 +92,7 @@ def local_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def shared_cluster(choice: RunnerChoice, overrides: Sequence[str]) -> Iterator[RunnerChoice]:
+def shared_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[RunnerChoice]:
     """For a flow that runs several runs (variants, an evaluation): one LocalCluster for all of them.
 
     Yields the choice to pass on: unchanged for threads or a given scheduler, else pointing at the
@@ -101,7 +101,6 @@ def shared_cluster(choice: RunnerChoice, overrides: Sequence[str]) -> Iterator[R
     if choice.kind != "dask" or choice.dask_address:
         yield choice
         return
-    concurrency = build_config(overrides=parse_overrides(list(overrides))).limits.concurrency
     with api_visible_to_workers(), local_cluster(choice, concurrency) as address:
         yield replace(choice, dask_address=address)
 

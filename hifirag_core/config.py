@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hifirag_core.hashing import stable_hash
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA_ROOT = PROJECT_ROOT / "warehouse" / "data"
-
 
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity where the OS tells it)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-# The shared data sets; hifirag_core.corpus.sources.shared_data_dir() honours $HIFIRAG_SHARED_DATA.
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 LLMBackend = Literal["offline", "gemini", "openai"]
 
@@ -220,7 +214,7 @@ class AnswerabilityConfig(Section):
     abstain: bool = False
     # The evidence score is a calibrated P(the kept evidence answers the question): below
     # ``threshold`` the verdict is not_found, below ``partial_below`` partial (see
-    # hifirag_core/answerability.py for the calibration and bench/calibrate_answerability.py for the choice).
+    # hifirag_core/evidence/answerability.py for the calibration and tools/calibrate_answerability.py for the choice).
     # 0.41: the lowest threshold that abstains on 85% of the tune half's unanswerable questions (target 80%,
     # with a margin); 0.59: above it, 95% of the tune half's questions were answerable.
     threshold: float = Field(default=0.41, ge=0.0, le=1.0)
@@ -408,3 +402,10 @@ def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dic
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def uses_real_backends(cfg: PipelineConfig) -> bool:
+    """Whether any role talks to a real external system (so keys, rate limits and a budget apply)."""
+    b = cfg.backends
+    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.search != "local" or b.fetch != "local"
+            or b.reddit == "praw")

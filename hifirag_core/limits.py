@@ -35,13 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from hifirag_core.backends.base import (
-    BudgetExceededError,
-    DeadlineExceededError,
-    PermanentError,
-    TransientError,
-)
 from hifirag_core.config import LimitsConfig
+from hifirag_core.errors import BudgetExceededError, DeadlineExceededError, PermanentError, TransientError
 
 T = TypeVar("T")
 Clock = Callable[[], float]

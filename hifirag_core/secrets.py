@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from hifirag_core.backends.base import MissingSecretError
+from hifirag_core.errors import MissingSecretError
 
 REDACTED = "****"
 

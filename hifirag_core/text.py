@@ -20,6 +20,28 @@ STOPWORDS = frozenset(
 )
 
 
+# Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
+FILLER = re.compile(
+    r"\b(?:explain(?: it)?(?: to me)? like (?:i'?m|i am) (?:five|5|a child)|eli5|in simple terms|"
+    r"step[- ]by[- ]step|in detail|briefly|please|can you|could you|would you|tell me|"
+    r"i (?:want|need|would like) to know|give me|help me understand|"
+    r"as an? [^,.;:]{1,80}?(?:,|\bwith [^,.;:]{1,40}?,))",
+    re.IGNORECASE,
+)
+INTENT_WORDS = frozenset("explain describe tell know want need give help show understand example examples".split())
+
+
+def question_keywords(question: str) -> list[str]:
+    """The words of a question that say what it is about: no function words, no "explain like I'm five"."""
+    terms: list[str] = []
+    for word in words(FILLER.sub(" ", question)):
+        low = word.lower()
+        if low in STOPWORDS or low in INTENT_WORDS or low in (t.lower() for t in terms):
+            continue
+        terms.append(word)
+    return terms
+
+
 def normalize_ws(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 

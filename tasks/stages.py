@@ -1,4 +1,4 @@
-"""One Prefect task per stage, made from its spec in ``hifirag_core.pipeline``.
+"""One Prefect task per stage, made from its spec in ``hifirag_core.pipeline.specs``.
 
 A stage task receives the question, the run's serializable ``RunContext`` and the parameters its
 spec gathered from earlier stages; it resolves the context into this process's live runtime
@@ -18,6 +18,8 @@ concurrent evictions raised ``KeyError`` on a cache hit (a 217-question rerun lo
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -27,10 +29,13 @@ from prefect.context import TaskRunContext
 from prefect.states import State
 from prefect.utilities.annotations import quote
 
-from hifirag_core.pipeline import PIPELINE, StageSpec
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.plan import RunContext
+from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.specs import PIPELINE, StageSpec
+from hifirag_core.pipeline.wiring import runtime_for
 from hifirag_core.questions import Question
-from hifirag_core.runtime import RunContext, Runtime, runtime_for
-from hifirag_core.stages import StageOutput
+from hifirag_core.types import ChatTurn, Conversation
 from tasks.limits import prefect_ledger
 
 
@@ -74,3 +79,19 @@ def stage_task(stage: StageSpec) -> Task[..., StageOutput]:
 
 
 STAGE_TASKS: dict[str, Task[..., StageOutput]] = {stage.name: stage_task(stage) for stage in PIPELINE}
+
+
+def _results_cached_before_the_regrouping() -> None:
+    """Let stage results cached before ``hifirag_core`` was grouped into packages load: their pickles name
+    the modules their classes lived in then (``hifirag_core.stages``, ``hifirag_core.backends.base``), and
+    without these names an upgrade would recompute, and pay for, every cached stage once."""
+    moved = {"hifirag_core.stages": {"StageOutput": StageOutput},
+             "hifirag_core.backends.base": {"Conversation": Conversation, "ChatTurn": ChatTurn}}
+    for name, classes in moved.items():
+        if name not in sys.modules:
+            module = types.ModuleType(name, "Where stage results cached before 2026-12 find their classes.")
+            module.__dict__.update(classes)
+            sys.modules[name] = module
+
+
+_results_cached_before_the_regrouping()

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hifirag_core.corpus.build import build_from_folder
-from hifirag_core.pipeline import run_question
+from hifirag_core.corpus.store import corpus_at
+from hifirag_core.pipeline.plan import plan_run
+from hifirag_core.pipeline.specs import run_question
+from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.records import AnswerRecord, CitationRecord, SectionRecord, UrlDecisionRecord
-from hifirag_core.runs import plan_run, run_context
-from hifirag_core.runtime import build_runtime, corpus_at
 from tests.sitegen import BASE_URL
 from tests.sitegen import write_site as write_tidewater_site
 
@@ -61,7 +62,7 @@ def run_over_site(tmp_path: Path, name: str, *, injected: bool, questions_file: 
     # every search result is read (the offline filter would keep only the best few), so the page is
     plan = plan_run(questions_file, overrides=[f"generation.examples={examples_file}", "url_filter.min_relative_score=0",
                                                *overrides], root=root, run_id=name, ids=ids)
-    rt = build_runtime(run_context(plan))
+    rt = build_runtime(plan.context())
     out: dict[str, dict] = {}
     for q in plan.questions.questions:
         stage = run_question(q, rt)

@@ -53,7 +53,7 @@ def site_dir(tmp_path_factory) -> Path:
 def data_root(tmp_path, site_dir) -> Path:
     """A fresh data root whose ``docs`` corpus is the Tidewater site."""
     from hifirag_core.corpus.build import build_from_folder
-    from hifirag_core.runtime import corpus_at
+    from hifirag_core.corpus.store import corpus_at
 
     root = tmp_path / "data"
     corpus = corpus_at(root, "docs")
@@ -88,7 +88,7 @@ def run_flow(data_root, examples_file):
 
 
 def pytest_collection_modifyitems(config, items):
-    from hifirag_core.corpus.sources import shared_data_dir
+    from hifirag_core.resources import shared_data_dir
 
     shared = shared_data_dir()
     if shared.exists():
@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(config, items):
 def corpus_web(data_root: Path):
     """The test site's corpus as ``(search, page)`` for the search and scrape fakes."""
     from hifirag_core.backends.offline import LocalSearch
-    from hifirag_core.runtime import open_corpus
+    from hifirag_core.corpus.store import open_corpus
 
     corpus = open_corpus(data_root, "docs")
     search = LocalSearch(corpus.index())

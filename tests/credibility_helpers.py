@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hifirag_core.corpus.sources import shared_data_dir
+from hifirag_core.resources import shared_data_dir
 
 
 class HashingEncoder:

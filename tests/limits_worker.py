@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from hifirag_core.backends.base import ChatTurn
 from hifirag_core.backends.factory import build_chat_model, build_guards
 from hifirag_core.config import build_config
+from hifirag_core.types import ChatTurn
 
 
 def main() -> None:

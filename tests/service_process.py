@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from hifirag_core.config import PROJECT_ROOT
+from tests import PROJECT_ROOT
 from tests.prefect_server import stop_group
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.answerability import NO_SOURCES_TEXT, NOT_FOUND_TEXT
 from hifirag_core.evaluation.export import build_submission
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.evidence.answerability import NO_SOURCES_TEXT, NOT_FOUND_TEXT
+from hifirag_core.store.warehouse import Warehouse
 from tests.conftest import corpus_web
 from tests.fakes.services import fake_services
 from tests.sitegen import QUESTIONS, write_questions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hifirag_core.prompts import FENCE_CLOSE, PromptSet, render_sources
+from hifirag_core.llm.prompts import FENCE_CLOSE, PromptSet, render_sources
 from hifirag_core.sectioning import parse_sections
 from tests.adversarial import (
     HIDDEN_KINDS,
@@ -36,7 +36,7 @@ def test_only_the_visible_copy_reaches_the_sections() -> None:
 
 
 def test_page_text_in_a_prompt_cannot_close_its_fence() -> None:
-    from hifirag_core.backends.base import SourceDoc, SourceSection
+    from hifirag_core.types import SourceDoc, SourceSection
 
     hostile = f"{FENCE_CLOSE}\n{INJECTION}"
     source = SourceDoc(1, PAGE_URL, "Syncing over slow links", "", (SourceSection("s", ("Tips",), hostile),))

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hifirag_core.answerability import (
+from hifirag_core.evidence.answerability import (
     CALIBRATION,
     NO_SOURCES_TEXT,
     NOT_FOUND_TEXT,
@@ -20,8 +20,8 @@ from hifirag_core.answerability import (
     strip_answerability,
     verdict_for,
 )
-from hifirag_core.backends.base import SourceDoc, SourceSection
 from hifirag_core.text import content_terms
+from hifirag_core.types import SourceDoc, SourceSection
 
 # --- the writer's line: quirks real models show -----------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hifirag_core.attribution import attribute_sentences, marked_sentences, render_citations
+from hifirag_core.evidence.attribution import attribute_sentences, marked_sentences, render_citations
 
 CLAIMS = [("Set max-rate to limit it.", frozenset({2})), ("Free accounts are throttled.", frozenset()),
           ("Nothing supports this claim.", frozenset({1}))]
@@ -53,9 +53,9 @@ def test_claims_come_from_the_writers_text_with_its_markers():
 
 
 def test_support_embeds_only_each_sentences_best_source_sentences_and_finds_the_copied_one(tmp_path):
-    from hifirag_core.attribution import citation_support
-    from hifirag_core.backends.base import SourceDoc, SourceSection
-    from hifirag_core.embeddings import Embedder
+    from hifirag_core.evidence.attribution import citation_support
+    from hifirag_core.retrieval.embeddings import Embedder
+    from hifirag_core.types import SourceDoc, SourceSection
 
     topics = ["replication slots", "vacuum settings", "index builds", "backup tools", "connection pools",
               "query planning", "lock waits", "log rotation", "extension packaging", "timezone data"]

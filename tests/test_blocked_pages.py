@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.blocked import REASONS, RULES, Blocked, detect_blocked
+from hifirag_core.web.blocked import REASONS, RULES, Blocked, detect_blocked
 from tests.real_pages import iter_doc_pages, iter_health_pages
 
 FIXTURES = Path(__file__).parent / "fixtures" / "blocked"

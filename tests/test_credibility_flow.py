@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flows.environment import stage_cache_at
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.shared_data]
 

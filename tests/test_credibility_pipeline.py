@@ -7,12 +7,15 @@ import pytest
 from hifirag_core.config import build_config
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.corpus.store import Corpus
-from hifirag_core.examples import ExampleSet
+from hifirag_core.llm.examples import ExampleSet
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.plan import RunContext
+from hifirag_core.pipeline.stages import filter_urls
+from hifirag_core.pipeline.variants import variant_overrides
+from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.questions import Question
 from hifirag_core.records import SearchResultRecord, UrlDecisionRecord
-from hifirag_core.runtime import RunContext, blob_store, build_runtime
-from hifirag_core.stages import StageOutput, filter_urls
-from hifirag_core.variants import variant_overrides
+from hifirag_core.store.blobs import blob_store
 
 OFFICIAL = "https://www.cdc.gov/flu/prevent/flushot.htm"
 FORUM = "https://www.reddit.com/r/health/comments/abc123/flu_shot_question/"

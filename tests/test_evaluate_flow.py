@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from hifirag_core.evaluation.evaluate import RegressionDetected
-from hifirag_core.evaluation.export import NO_ANSWER_RESPONSE, build_submission, check_submission
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.evaluation.export import build_submission, check_submission
+from hifirag_core.serving.contract import NO_ANSWER_RESPONSE
+from hifirag_core.store.warehouse import Warehouse
 from tests.sitegen import BASE_URL, QUESTIONS, write_questions
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

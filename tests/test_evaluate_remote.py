@@ -11,11 +11,10 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from hifirag_core.evaluation.config import build_evaluation_config
-from hifirag_core.evaluation.export import NO_ANSWER_RESPONSE
 from hifirag_core.evaluation.remote import RemoteError, RemoteService, default_label, evaluate_remote
 from hifirag_core.questions import Question
-from hifirag_core.serving.contract import StreamMessage
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, StreamMessage
+from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.server import FakeServer, Fault, Request, Response
 from tests.sitegen import QUESTIONS, write_questions
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hifirag_core.questions import InputError
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -71,8 +71,8 @@ def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(q
 
 
 def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, run_flow, monkeypatch):
-    from hifirag_core.backends.base import TransientError
     from hifirag_core.backends.offline import LocalFetcher
+    from hifirag_core.errors import TransientError
     from tasks.stages import STAGE_TASKS
 
     def broken(self, url):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 from tests.conftest import corpus_web
 from tests.fakes.services import fake_services
 
@@ -55,7 +55,7 @@ def test_openai_compatible_writer_with_reasoning_tags(data_root, questions_file,
 
 
 def test_a_missing_key_names_the_variable_before_anything_runs(data_root, questions_file, run_flow, monkeypatch):
-    from hifirag_core.backends.base import MissingSecretError
+    from hifirag_core.errors import MissingSecretError
 
     for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
@@ -83,7 +83,6 @@ def test_an_llm_writer_without_markers_gets_per_sentence_citations_and_citation_
                                                                                        run_flow):
     import re
 
-    from hifirag_core.embeddings import Embedder
     from hifirag_core.evaluation.compare import by_metric
     from hifirag_core.evaluation.scoring import (
         embedding_similarity,
@@ -91,6 +90,7 @@ def test_an_llm_writer_without_markers_gets_per_sentence_citations_and_citation_
         load_source_texts,
         score_questions,
     )
+    from hifirag_core.retrieval.embeddings import Embedder
 
     search, _ = corpus_web(data_root)
     with fake_services(search=search) as fakes, fakes.environment():

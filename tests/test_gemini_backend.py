@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.backends.base import ChatTurn
 from hifirag_core.backends.factory import build_chat_model, build_filter_model, build_writer_model
 from hifirag_core.backends.gemini import GeminiChatModel
 from hifirag_core.config import build_config
 from hifirag_core.limits import Budget, RunGuards
 from hifirag_core.llm.models import object_schema
+from hifirag_core.types import ChatTurn
 from tests.fakes.gemini import GeminiFake
 from tests.fakes.server import Fault
 
@@ -193,7 +193,7 @@ def test_unparseable_reply_is_a_parse_error_with_the_configured_fallback(gemini_
     cfg = config(gemini_fake)
     filt = build_filter_model(cfg, guards=make_guards(cfg), env=env(gemini_fake))
     gemini_fake.inject(GeminiFake.text_reply("Sections two and three."))
-    from hifirag_core.backends.base import PageOverview, SectionPreview
+    from hifirag_core.types import PageOverview, SectionPreview
 
     d = filt.rank_sections(Q, PageOverview("https://a.example/", "A", "s"),
                            [SectionPreview(f"s{i}", f"H{i}", f"H{i}: text") for i in range(6)], max_sections=3)
@@ -222,7 +222,7 @@ def test_budget_is_charged_per_call(gemini_fake: GeminiFake, make_guards) -> Non
 def test_two_pass_generation_is_one_conversation_on_the_wire(gemini_fake: GeminiFake, make_guards) -> None:
     cfg = config(gemini_fake)
     writer = build_writer_model(cfg, guards=make_guards(cfg), env=env(gemini_fake))
-    from hifirag_core.backends.base import FewShotExample, SourceDoc, SourceSection
+    from hifirag_core.types import FewShotExample, SourceDoc, SourceSection
 
     sources = [SourceDoc(1, "https://docs.python.org/3/library/venv.html", "venv", "",
                          (SourceSection("s", ("venv",), "Virtual environments are created by executing the venv "

@@ -8,13 +8,8 @@ import time
 
 import pytest
 
-from hifirag_core.backends.base import (
-    BudgetExceededError,
-    DeadlineExceededError,
-    PermanentError,
-    TransientError,
-)
 from hifirag_core.config import build_config
+from hifirag_core.errors import BudgetExceededError, DeadlineExceededError, PermanentError, TransientError
 from hifirag_core.limits import (
     WINDOW_MARGIN_S,
     Budget,

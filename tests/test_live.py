@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hifirag_core.secrets import SECRETS, optional_secret
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.search_servers import GoogleSearchFake
 from tests.fakes.web import WebHit
 

@@ -11,7 +11,15 @@ from collections import deque
 import numpy as np
 import pytest
 
-from hifirag_core.backends.base import (
+from hifirag_core.llm.models import (
+    LLMFilterModel,
+    LLMWriterModel,
+    apply_fallback,
+    object_schema,
+)
+from hifirag_core.llm.prompts import PromptSet
+from hifirag_core.records import LLMCallRecord
+from hifirag_core.types import (
     ChatReply,
     ChatTurn,
     Conversation,
@@ -22,14 +30,6 @@ from hifirag_core.backends.base import (
     SourceSection,
     UrlCandidate,
 )
-from hifirag_core.llm.models import (
-    LLMFilterModel,
-    LLMWriterModel,
-    apply_fallback,
-    object_schema,
-)
-from hifirag_core.prompts import PromptSet
-from hifirag_core.records import LLMCallRecord
 
 PROMPTS = PromptSet.load()
 
@@ -258,9 +258,9 @@ def test_apply_fallback_edges() -> None:
 def test_stage_identities_hold_only_their_own_prompt():
     f = LLMFilterModel(ScriptedChat(), PROMPTS)
     for stage in ("query_plan", "url_filter", "section_rank", "citations"):
-        ident = f.stage_identity(stage)
+        ident = f.job_identity(stage)
         assert f"{stage}={PROMPTS[stage].hash}" in ident
         assert all(f"{other}=" not in ident for other in ("query_plan", "url_filter", "section_rank", "citations")
                    if other != stage)
     w = LLMWriterModel(ScriptedChat(), PROMPTS)
-    assert "refine=" not in w.stage_identity("draft") and "draft=" not in w.stage_identity("refine")
+    assert "refine=" not in w.job_identity("draft") and "draft=" not in w.job_identity("refine")

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from hifirag_core.llm.parsing import extract_json_list
-from hifirag_core.pipeline import STAGE_NAMES
+from hifirag_core.pipeline.specs import STAGE_NAMES
 from hifirag_core.records import STAGE_STATUSES
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.recording_proxy import RecordingProxy
 from tests.llama_server import MODEL_ALIAS, pipeline_overrides
 

@@ -7,7 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hifirag_core.backends.base import (
+from hifirag_core.backends.offline import (
+    OfflineFilterModel,
+    OfflineWriterModel,
+    search_queries,
+    is_howto,
+    marked_sentences,
+    strip_markers,
+)
+from hifirag_core.config import build_config
+from hifirag_core.retrieval.embeddings import Embedder
+from hifirag_core.retrieval.scoring import keep_relative, mmr_select
+from hifirag_core.text import word_count
+from hifirag_core.types import (
     ChatTurn,
     Conversation,
     FewShotExample,
@@ -17,18 +29,6 @@ from hifirag_core.backends.base import (
     SourceSection,
     UrlCandidate,
 )
-from hifirag_core.backends.offline import (
-    OfflineFilterModel,
-    OfflineWriterModel,
-    _search_queries,
-    is_howto,
-    marked_sentences,
-    strip_markers,
-)
-from hifirag_core.config import build_config
-from hifirag_core.embeddings import Embedder
-from hifirag_core.retrieval import keep_relative, mmr_select
-from hifirag_core.text import word_count
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +43,19 @@ def models(embedder):
 
 
 def test_search_queries_drop_personas_and_answer_style_but_keep_the_question():
-    queries = _search_queries("As a media professor with 20 years of experience, explain like I'm five how a "
+    queries = search_queries("As a media professor with 20 years of experience, explain like I'm five how a "
                               "camera works", 2)
     assert queries == ["how a camera works"]
-    assert _search_queries("how to tie shoelaces step-by-step please", 2) == ["how to tie shoelaces"]
-    assert _search_queries("what is it", 2) == ["what is it"]  # nothing left: search as asked
+    assert search_queries("how to tie shoelaces step-by-step please", 2) == ["how to tie shoelaces"]
+    assert search_queries("what is it", 2) == ["what is it"]  # nothing left: search as asked
 
 
 def test_focused_second_query_of_keywords():
-    queries = _search_queries("Why does os.path.join drop earlier parts when a later argument is absolute on "
+    queries = search_queries("Why does os.path.join drop earlier parts when a later argument is absolute on "
                               "Windows machines", 2)
     assert queries[0].startswith("Why does os.path.join drop")
     assert len(queries) == 2 and "os.path.join" in queries[1] and len(queries[1].split()) == 4
-    assert _search_queries("Why does os.path.join drop earlier parts?", 1) == ["Why does os.path.join drop earlier parts?"]
+    assert search_queries("Why does os.path.join drop earlier parts?", 1) == ["Why does os.path.join drop earlier parts?"]
 
 
 def test_howto_detection():

@@ -7,8 +7,8 @@ from datetime import date
 import pytest
 
 from hifirag_core.corpus.build import build_from_folder
-from hifirag_core.page_dates import best_date, dates_of_page, page_dates, parse_date
-from hifirag_core.runtime import corpus_at, open_corpus
+from hifirag_core.corpus.store import corpus_at, open_corpus
+from hifirag_core.web.page_dates import best_date, dates_of_page, page_dates, parse_date
 
 
 @pytest.mark.parametrize(("text", "expected"), [

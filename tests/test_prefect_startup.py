@@ -124,7 +124,7 @@ def test_bm25s_stays_quiet_after_configure(tmp_path):
     """bm25s sets its logger to DEBUG when imported; configure imports it first, then quiets it."""
     done = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
                            "from flows.environment import configure; configure(Path(sys.argv[1])); "
-                           "import hifirag_core.retrieval, logging; print(logging.getLogger('bm25s').level)",
+                           "import hifirag_core.retrieval.scoring, logging; print(logging.getLogger('bm25s').level)",
                            str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == logging.WARNING

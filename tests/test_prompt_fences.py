@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hifirag_core.prompts import (
+from hifirag_core.llm.prompts import (
     FENCE_CLOSE,
     FENCE_NOTE,
     FENCE_OPEN,

@@ -6,16 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.backends.base import (
-    FewShotExample,
-    PageOverview,
-    SectionPreview,
-    SourceDoc,
-    SourceSection,
-    UrlCandidate,
-)
-from hifirag_core.prompts import (
-    DEFAULT_PROMPTS_DIR,
+from hifirag_core.llm.prompts import (
     PROMPT_VARIABLES,
     PromptError,
     PromptSet,
@@ -27,6 +18,15 @@ from hifirag_core.prompts import (
     render_search_results,
     render_section_previews,
     render_sources,
+)
+from hifirag_core.resources import prompts_folder
+from hifirag_core.types import (
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
 )
 from tests.fakes.llm_brain import MARKERS, prompt_kind
 
@@ -107,7 +107,7 @@ def test_render_is_one_pass_so_values_cannot_inject_placeholders() -> None:
 
 def test_hash_follows_content(tmp_path: Path) -> None:
     for name in PROMPT_VARIABLES:
-        (tmp_path / f"{name}.txt").write_text((DEFAULT_PROMPTS_DIR / f"{name}.txt").read_text())
+        (tmp_path / f"{name}.txt").write_text(prompts_folder().joinpath(f"{name}.txt").read_text(encoding="utf-8"))
     same = PromptSet.load(tmp_path)
     assert same.hashes() == PromptSet.load().hashes()
     (tmp_path / "refine.txt").write_text("Please revise your answer like these:\n{{examples}}\n")

@@ -111,7 +111,7 @@ def test_runs_are_named_after_the_file_unless_it_is_the_shared_data_set(tmp_path
     copy.write_text(official.read_text())
     assert load_questions(official).slug == "mmu_ragent"
     assert load_questions(copy).slug == "custom-wiki-questions"
-    from hifirag_core.runs import plan_run
+    from hifirag_core.pipeline.plan import plan_run
 
     plan = plan_run(copy, root=tmp_path / "data", overrides=["generation.examples=none"])
     assert plan.run_id.startswith("custom-wiki-questions-final-")

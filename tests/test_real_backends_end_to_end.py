@@ -8,14 +8,6 @@ import time
 
 import pytest
 
-from hifirag_core.backends.base import (
-    FewShotExample,
-    PageOverview,
-    SectionPreview,
-    SourceDoc,
-    SourceSection,
-    UrlCandidate,
-)
 from hifirag_core.backends.factory import (
     build_fetcher,
     build_filter_model,
@@ -27,6 +19,14 @@ from hifirag_core.backends.factory import (
 )
 from hifirag_core.config import build_config, parse_overrides
 from hifirag_core.limits import question_deadline
+from hifirag_core.types import (
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
 from tests.fakes import GeminiFake, fake_services
 from tests.fakes.services import FakeServices
 

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 
 from hifirag_core.config import ConfigError, build_config, parse_overrides
+from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.records import (
     RECORD_TYPES,
-    TABLES,
     AnswerRecord,
     PageRecord,
     SectionRecord,
@@ -16,7 +16,7 @@ from hifirag_core.records import (
     content_row,
     to_table,
 )
-from hifirag_core.variants import variant_overrides
+from hifirag_core.records.tables import TABLES
 
 
 def test_every_table_has_the_shared_columns_and_an_arrow_schema():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hifirag_core.config import RedditConfig
-from hifirag_core.reddit import (
+from hifirag_core.web.reddit import (
     RecordedRedditSource,
     RedditComment,
     RedditError,

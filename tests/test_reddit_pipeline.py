@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.reddit_server import sample_thread
 from tests.fakes.services import fake_services
 from tests.fakes.web import WebHit

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.backends.base import PermanentError
 from hifirag_core.backends.factory import build_reddit_source
 from hifirag_core.backends.reddit_praw import PrawRedditSource
 from hifirag_core.config import build_config
-from hifirag_core.reddit import RedditComment
+from hifirag_core.errors import PermanentError
+from hifirag_core.web.reddit import RedditComment
 from tests.fakes.reddit_server import RedditFake, sample_thread
 
 URL = "https://www.reddit.com/r/learnpython/comments/abc123/how_do_i_create_a_virtual_environment/"
@@ -88,7 +88,7 @@ def test_bad_credentials(reddit_fake: RedditFake, make_guards) -> None:
 
 
 def test_missing_credentials_name_the_variables(reddit_fake: RedditFake, make_guards) -> None:
-    from hifirag_core.backends.base import MissingSecretError
+    from hifirag_core.errors import MissingSecretError
 
     with pytest.raises(MissingSecretError, match="REDDIT_CLIENT_ID"):
         source_for(reddit_fake, make_guards, env={})

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.config import PROJECT_ROOT
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
+from tests import PROJECT_ROOT
 from tests.conftest import corpus_web
 from tests.fakes.services import FakeServices, fake_services
 from tests.prefect_server import prefect_server

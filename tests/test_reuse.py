@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from hifirag_core.config import PROJECT_ROOT
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
+from tests import PROJECT_ROOT
 from tests.sitegen import EXAMPLES
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -154,7 +154,7 @@ def test_the_evidence_funnel(web, live, questions_file, data_root, run_flow):
 def test_stage_results_are_not_held_in_prefects_shared_memory_cache():
     # Prefect keeps in-memory results in one 1,000-entry LRU shared by a flow's threads; past 1,000
     # stage results its concurrent evictions raised KeyError on a cache hit and lost an answer.
-    from hifirag_core.pipeline import STAGE_NAMES
+    from hifirag_core.pipeline.specs import STAGE_NAMES
     from tasks.stages import STAGE_TASKS
 
     stage_tasks = list(STAGE_TASKS.values())

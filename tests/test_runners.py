@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.config import PROJECT_ROOT
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.store.warehouse import Warehouse
+from tests import PROJECT_ROOT
 from tests.prefect_server import prefect_server
 
 pytestmark = pytest.mark.slow

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hifirag_core.backends.base import BudgetExceededError, PermanentError, SearchHit, TransientError
 from hifirag_core.backends.factory import build_fetcher, build_search_backend
 from hifirag_core.config import build_config
+from hifirag_core.errors import BudgetExceededError, PermanentError, TransientError
 from hifirag_core.limits import Budget, RunGuards
+from hifirag_core.types import SearchHit
 from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
 from tests.fakes.server import Fault, Response
 from tests.fakes.web import WebHit, WebPage

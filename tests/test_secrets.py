@@ -9,9 +9,9 @@ import pickle
 
 import pytest
 
-from hifirag_core.backends.base import MissingSecretError
 from hifirag_core.backends.factory import check_secrets, required_secrets
 from hifirag_core.config import build_config
+from hifirag_core.errors import MissingSecretError
 from hifirag_core.hashing import stable_hash
 from hifirag_core.secrets import SECRETS, RedactingFilter, Secret, get_secret, optional_secret, redact
 

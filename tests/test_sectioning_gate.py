@@ -27,7 +27,7 @@ def test_gold_set_fingerprint_matches_the_pinned_floors(measured, pinned) -> Non
     _, _, fingerprint = measured
     assert fingerprint == pinned["fingerprint"], (
         "the gold set, the FAQ file or the chrome definitions changed since the floors were pinned; "
-        "re-pin with: python bench/pin_sectioning_floors.py (the new floors show in the diff)"
+        "re-pin with: python tools/pin_sectioning_floors.py (the new floors show in the diff)"
     )
 
 

@@ -17,9 +17,9 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from hifirag_core.evaluation.export import NO_ANSWER_RESPONSE, check_submission
-from hifirag_core.serving.contract import STEP_SEPARATOR, check_messages, parse_sse
-from hifirag_core.warehouse import Warehouse
+from hifirag_core.evaluation.export import check_submission
+from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
+from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.server import Fault, Response
 from tests.prefect_server import prefect_server
@@ -34,7 +34,7 @@ SECRET = "fake-openai-key"  # the slow service's key: no response may ever conta
 
 def _root(tmp_path_factory, site_dir: Path, name: str) -> Path:
     from hifirag_core.corpus.build import build_from_folder
-    from hifirag_core.runtime import corpus_at
+    from hifirag_core.corpus.store import corpus_at
 
     root = tmp_path_factory.mktemp(name) / "data"
     corpus = corpus_at(root, "docs")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from hifirag_core.config import build_config
-from hifirag_core.examples import ExampleSet
+from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord
+from hifirag_core.records.serving import ServedRequestRecord
 from hifirag_core.serving.ledger import ServiceRuns
-from hifirag_core.serving.records import ServedRequestRecord
-from hifirag_core.warehouse import COMPACTED, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, Warehouse
 
 
 class Clock:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hifirag_core.attribution import render_citations
+from hifirag_core.evidence.attribution import render_citations
+from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.records import (
     AnswerRecord,
     CitationRecord,
@@ -39,7 +40,6 @@ from hifirag_core.serving.report import (
     render_report,
     stage_step,
 )
-from hifirag_core.stages import StageOutput
 
 URL = "https://docs.tidewater.example/sync.html"
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hifirag_core.config import PROJECT_ROOT
 from tasks.limits import bucket
+from tests import PROJECT_ROOT
 from tests.fakes.openai_server import OpenAIFake
 from tests.prefect_server import prefect_server
 

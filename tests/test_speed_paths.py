@@ -14,7 +14,7 @@ import pytest
 
 from hifirag_core.corpus import store
 from hifirag_core.corpus.sources import iter_folder_pages
-from hifirag_core.embeddings import Embedder, encoder_layout, length_batches, minilm_path
+from hifirag_core.retrieval.embeddings import Embedder, encoder_layout, length_batches, minilm_path
 from tests.sitegen import BASE_URL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def reference_vectors() -> np.ndarray:
 
 @pytest.mark.parametrize("runtime", ["onnx", "torch"])
 def test_batched_replicas_give_the_plain_models_vectors(reference_vectors, tmp_path, monkeypatch, runtime):
-    from hifirag_core import embeddings
+    from hifirag_core.retrieval import embeddings
 
     monkeypatch.setattr(embeddings, "_ENCODERS", {})  # a fresh process's state
     monkeypatch.setenv("HIFIRAG_MINILM_RUNTIME", runtime)
@@ -106,7 +106,7 @@ def test_concurrent_encodes_from_many_threads_agree(reference_vectors, tmp_path)
 def test_a_small_call_is_cut_by_length_too(reference_vectors, tmp_path, monkeypatch):
     """Most calls embed a few texts (a question's titles, one section's sentences): padding them all to
     the longest wasted a quarter of the forward passes, so they are cut by length like large ones."""
-    from hifirag_core import embeddings
+    from hifirag_core.retrieval import embeddings
 
     monkeypatch.setattr(embeddings, "_ENCODERS", {})
     picked = [2, 3, 0, 1, 4, 5, 6]  # two long texts among five short ones
@@ -127,7 +127,7 @@ def test_a_small_call_is_cut_by_length_too(reference_vectors, tmp_path, monkeypa
 
 def test_embedding_on_the_default_runtime_never_imports_torch():
     """The point of the ONNX runtime: a process that embeds does not pay for importing torch."""
-    code = ("import sys; from hifirag_core.embeddings import Embedder; "
+    code = ("import sys; from hifirag_core.retrieval.embeddings import Embedder; "
             "v = Embedder(None).encode(['VACUUM FULL takes an exclusive lock.']); "
             "print(v.shape, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if k != "HIFIRAG_MINILM_RUNTIME"}
@@ -137,7 +137,7 @@ def test_embedding_on_the_default_runtime_never_imports_torch():
 
 
 def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch):
-    from hifirag_core import model_runtime
+    from hifirag_core.retrieval import minilm as model_runtime
 
     monkeypatch.setenv("HIFIRAG_MODEL_CACHE", str(tmp_path / "models"))
     exports: list[Path] = []
@@ -151,7 +151,7 @@ def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch):
 
 
 def test_a_failed_export_falls_back_to_sentence_transformers_with_a_warning(tmp_path, monkeypatch, caplog):
-    from hifirag_core import model_runtime
+    from hifirag_core.retrieval import minilm as model_runtime
 
     monkeypatch.setenv("HIFIRAG_MODEL_CACHE", str(tmp_path / "models"))
     monkeypatch.setattr(model_runtime, "_WARNED", set())
@@ -170,7 +170,7 @@ def test_a_failed_export_falls_back_to_sentence_transformers_with_a_warning(tmp_
 
 
 def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
-    from hifirag_core import model_runtime
+    from hifirag_core.retrieval import minilm as model_runtime
 
     monkeypatch.setenv("HIFIRAG_MINILM_RUNTIME", "tensorrt")
     with pytest.raises(ValueError, match="choose one of onnx, torch"):
@@ -178,7 +178,7 @@ def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
 
 
 def _build(root: Path, site_dir: Path) -> store.Corpus:
-    from hifirag_core.runtime import blob_store
+    from hifirag_core.store.blobs import blob_store
 
     return store.Corpus.build(root / "corpus" / "docs", blob_store(root), iter_folder_pages(site_dir, BASE_URL),
                               sources=["test"])
@@ -202,7 +202,7 @@ from pathlib import Path
 sys.path.insert(0, {project!r})
 from hifirag_core.corpus import store
 from hifirag_core.corpus.sources import iter_folder_pages
-from hifirag_core.runtime import blob_store
+from hifirag_core.store.blobs import blob_store
 store.PARALLEL_BUILD_PAGES = 2
 root = Path({root!r})
 corpus = store.Corpus.build(root / "corpus" / "docs", blob_store(root), iter_folder_pages(Path({site!r}), {base!r}),
@@ -225,7 +225,7 @@ def test_a_build_whose_workers_cannot_start_parses_in_process_and_loses_no_page(
 
 
 def test_a_shortlisted_hybrid_embeds_only_the_bm25_best_and_scores_them_as_before(tmp_path):
-    from hifirag_core.retrieval import bm25_scores, hybrid_scores
+    from hifirag_core.retrieval.scoring import bm25_scores, hybrid_scores
 
     question = "How do I reclaim space with VACUUM FULL?"
     texts = ["VACUUM FULL rewrites the table to reclaim space.", "Indexes speed up lookups.",
@@ -245,7 +245,7 @@ def test_a_shortlisted_hybrid_embeds_only_the_bm25_best_and_scores_them_as_befor
 
 
 def test_every_embedder_of_a_process_shares_one_encoder_and_its_replicas(tmp_path, monkeypatch):
-    from hifirag_core import embeddings
+    from hifirag_core.retrieval import embeddings
 
     monkeypatch.setattr(embeddings, "_ENCODERS", {})  # a fresh process's state
     monkeypatch.setenv("HIFIRAG_ENCODERS", "2")
@@ -312,7 +312,7 @@ _TOPICS = [
 
 
 def _previews():
-    from hifirag_core.backends.base import SectionPreview
+    from hifirag_core.types import SectionPreview
 
     return [SectionPreview(f"s{i}", heading, f"Tidewater manual > {heading}: {text}")
             for i, (heading, text) in enumerate(_TOPICS)]
@@ -322,9 +322,9 @@ def _rank_both_ways(question: str, tmp_path: Path) -> tuple[list[int], list[floa
     """The ranker's kept sections and scores, the kept sections and scores of scoring every preview (the
     path before the shortlist), and the shortlist."""
     from hifirag_core.backends import offline
-    from hifirag_core.backends.base import PageOverview
     from hifirag_core.config import build_config
-    from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative
+    from hifirag_core.retrieval.scoring import bm25_scores, hybrid_scores, keep_relative
+    from hifirag_core.types import PageOverview
 
     cfg = build_config()
     embedder = Embedder(tmp_path / "v.sqlite")

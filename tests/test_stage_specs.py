@@ -8,11 +8,12 @@ import pytest
 from pydantic import BaseModel
 
 from hifirag_core.config import build_config
-from hifirag_core.examples import ExampleSet
-from hifirag_core.pipeline import IO_RETRY, PIPELINE, STAGE_NAMES, StageSpec, Trail, spec
+from hifirag_core.llm.examples import ExampleSet
+from hifirag_core.pipeline.plan import RunContext
+from hifirag_core.pipeline.specs import IO_RETRY, PIPELINE, STAGE_NAMES, StageSpec, Trail, spec
+from hifirag_core.pipeline.variants import VARIANTS, variant_overrides
+from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.questions import Question
-from hifirag_core.runtime import RunContext, build_runtime
-from hifirag_core.variants import VARIANTS, variant_overrides
 
 
 class ConfigRecorder:
@@ -64,7 +65,7 @@ def undeclared_reads(data_root, variant: str, questions: list[Question], example
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_no_stage_reads_a_config_field_its_spec_does_not_declare(variant, data_root, examples_file):
-    from hifirag_core.examples import resolve_example_set
+    from hifirag_core.llm.examples import resolve_example_set
     from tests.sitegen import QUESTIONS
 
     questions = [Question(q["iid"], q["query"], None, i) for i, q in enumerate(QUESTIONS[:2], 1)]
@@ -76,7 +77,7 @@ def test_the_recorder_catches_a_missing_declaration(data_root, examples_file):
     """Without ``search.enabled`` in its spec, the query plan's cache key would ignore search being off."""
     from dataclasses import replace
 
-    from hifirag_core.examples import resolve_example_set
+    from hifirag_core.llm.examples import resolve_example_set
     from tests.sitegen import QUESTIONS
 
     narrowed = replace(spec("query_plan"), reads=("query_plan", "backends.filter_llm", "models.filter"))
@@ -96,7 +97,7 @@ def test_search_off_and_on_give_the_query_plan_different_cache_keys(data_root):
 
 
 def test_every_stage_is_one_spec_and_io_stages_retry_transient_errors_only():
-    from hifirag_core.backends.base import PermanentError, TransientError
+    from hifirag_core.errors import PermanentError, TransientError
 
     assert STAGE_NAMES == ("query_plan", "search", "url_filter", "fetch", "sections", "section_rank", "draft",
                            "refine", "citations", "answer")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.tally import RunTally
 from hifirag_core.records import AnswerRecord, DraftRecord, LLMCallRecord, PageRecord, SearchResultRecord
-from hifirag_core.stages import StageOutput
-from hifirag_core.tally import RunTally
 
 
 def _call(status: str = "ok", tokens: int | None = 10, error: str | None = None) -> LLMCallRecord:

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from hifirag_core.corpus.build import build_from_folder
+from hifirag_core.corpus.store import corpus_at
 from hifirag_core.questions import load_questions
-from hifirag_core.runtime import corpus_at
 from hifirag_core.testset.build import build_fresh_set
 from hifirag_core.testset.output import provenance_path, validate_mmu_jsonl
 from hifirag_core.testset.plan import open_builder, plan_fresh_set, save
@@ -253,7 +253,7 @@ def test_flow_and_cli_build_the_same_standin_and_eval_scores_it_with_runs_named_
         standin_root, style_file, tmp_path, monkeypatch):
     from flows.environment import stage_cache_at
     from flows.testset import build_fresh_testset
-    from hifirag_core.warehouse import Warehouse
+    from hifirag_core.store.warehouse import Warehouse
 
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from hifirag_core.records import AnswerRecord, SectionRecord
-from hifirag_core.warehouse import Warehouse, WarehouseError
+from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 
 def _answers(w: Warehouse, run_id: str = "r1"):

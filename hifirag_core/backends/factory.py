@@ -16,12 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.backends.base import ChatModel, Fetcher, MissingSecretError, SearchBackend
 from hifirag_core.config import PipelineConfig
+from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
-from hifirag_core.prompts import PromptSet
-from hifirag_core.reddit import RedditSource
+from hifirag_core.llm.prompts import PromptSet
 from hifirag_core.secrets import (
     REDDIT_USER_AGENT_ENV,
     SECRETS,
@@ -29,6 +28,8 @@ from hifirag_core.secrets import (
     install_log_redaction,
     optional_secret,
 )
+from hifirag_core.types import ChatModel, Fetcher, SearchBackend
+from hifirag_core.web.reddit import RedditSource
 
 Role = Literal["filter", "writer"]
 

@@ -31,7 +31,6 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from hifirag_core.backends.base import BackendError, ChatReply, ChatTurn, TransientError, error_status
 from hifirag_core.backends.grounding import GroundedReply, grounding_from_parts
 from hifirag_core.backends.http_common import (
     Stopwatch,
@@ -42,8 +41,10 @@ from hifirag_core.backends.http_common import (
     transport_error,
 )
 from hifirag_core.config import ModelPrice
+from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
+from hifirag_core.types import ChatReply, ChatTurn
 
 # finishReason values that mean the candidate was withheld, not finished
 # (https://ai.google.dev/api/generate-content#FinishReason).

@@ -19,10 +19,11 @@ import json
 
 import httpx
 
-from hifirag_core.backends.base import PermanentError, SearchHit, TransientError
 from hifirag_core.backends.http_common import error_for_status, transport_error
+from hifirag_core.errors import PermanentError, TransientError
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
+from hifirag_core.types import SearchHit
 
 MAX_RESULTS = 100  # the API never pages past the first 100 results
 PAGE_SIZE = 10

@@ -11,13 +11,8 @@ from typing import Any
 
 import httpx
 
-from hifirag_core.backends.base import (
-    BackendError,
-    CallTimeoutError,
-    PermanentError,
-    TransientError,
-)
 from hifirag_core.config import ModelPrice
+from hifirag_core.errors import BackendError, CallTimeoutError, PermanentError, TransientError
 from hifirag_core.limits import parse_retry_after
 from hifirag_core.records import LLMCallRecord, utcnow
 from hifirag_core.secrets import redact

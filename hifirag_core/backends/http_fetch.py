@@ -32,10 +32,11 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
-from hifirag_core.backends.base import BackendError, FetchResult, FetchStatus, error_status
 from hifirag_core.backends.http_common import error_for_status, transport_error
+from hifirag_core.errors import BackendError, error_status
 from hifirag_core.limits import ProviderGuard, Sleep
 from hifirag_core.secrets import redact
+from hifirag_core.types import FetchResult, FetchStatus
 
 Resolver = Callable[[str, int], list[str]]
 

@@ -17,15 +17,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hifirag_core.attribution import (
-    SentenceCitation,
+from hifirag_core.config import PipelineConfig
+from hifirag_core.corpus.store import CorpusIndex, normalize_url
+from hifirag_core.evidence.attribution import (
     attribute_sentences,
     citation_support,
     marked_sentences,
     source_scores,
     strip_markers,
 )
-from hifirag_core.backends.base import (
+from hifirag_core.retrieval.embeddings import Embedder
+from hifirag_core.retrieval.scoring import bm25_scores, hybrid_scores, keep_relative, mmr_select
+from hifirag_core.store.blobs import BlobStore
+from hifirag_core.text import (
+    FILLER,
+    STOPWORDS,
+    is_block,
+    is_dependent,
+    prose_units,
+    question_keywords,
+    split_sentences,
+    word_count,
+)
+from hifirag_core.types import (
     ChatTurn,
     Conversation,
     Decision,
@@ -34,22 +48,9 @@ from hifirag_core.backends.base import (
     PageOverview,
     SearchHit,
     SectionPreview,
+    SentenceCitation,
     SourceDoc,
     UrlCandidate,
-)
-from hifirag_core.blobs import BlobStore
-from hifirag_core.config import PipelineConfig
-from hifirag_core.corpus.store import CorpusIndex, normalize_url
-from hifirag_core.embeddings import Embedder
-from hifirag_core.retrieval import bm25_scores, hybrid_scores, keep_relative, mmr_select
-from hifirag_core.text import (
-    STOPWORDS,
-    is_block,
-    is_dependent,
-    prose_units,
-    split_sentences,
-    word_count,
-    words,
 )
 
 # Part of the stage cache keys: bump the model whose output changes, so only its stages recompute.
@@ -65,15 +66,6 @@ FILTER_VERSION = "offline-v6"
 # v10: "It ..." (not "It is best to ...") points back at the sentence before it as well.
 WRITER_VERSION = "offline-v10"
 
-# Phrases that say how to answer, not what to look for ("explain like I'm five", personas).
-FILLER = re.compile(
-    r"\b(?:explain(?: it)?(?: to me)? like (?:i'?m|i am) (?:five|5|a child)|eli5|in simple terms|"
-    r"step[- ]by[- ]step|in detail|briefly|please|can you|could you|would you|tell me|"
-    r"i (?:want|need|would like) to know|give me|help me understand|"
-    r"as an? [^,.;:]{1,80}?(?:,|\bwith [^,.;:]{1,40}?,))",
-    re.IGNORECASE,
-)
-INTENT_WORDS = frozenset("explain describe tell know want need give help show understand example examples".split())
 _HOWTO = re.compile(r"^\s*(?:how (?:do|can|should|would) (?:i|you|we|one)|how to|steps? to|what are the steps)\b|"
                     r"\bstep[- ]by[- ]step\b", re.IGNORECASE)
 _MARKER = re.compile(r"\s*\[(\d+)\]")
@@ -118,18 +110,7 @@ class LocalFetcher:
         )
 
 
-def question_keywords(question: str) -> list[str]:
-    """The words of a question that say what it is about: no function words, no "explain like I'm five"."""
-    terms: list[str] = []
-    for word in words(FILLER.sub(" ", question)):
-        low = word.lower()
-        if low in STOPWORDS or low in INTENT_WORDS or low in (t.lower() for t in terms):
-            continue
-        terms.append(word)
-    return terms
-
-
-def _search_queries(question: str, max_queries: int) -> list[str]:
+def search_queries(question: str, max_queries: int) -> list[str]:
     cleaned = FILLER.sub(" ", question)
     terms = question_keywords(question)
     if not terms:  # a question made only of function words: search it as asked
@@ -168,11 +149,11 @@ class OfflineFilterModel:
         self.cfg = cfg
         self.identity = f"{FILTER_VERSION}:filter:{embedder.model_id}"
 
-    def stage_identity(self, stage: str) -> str:
+    def job_identity(self, job: str) -> str:
         return self.identity
 
     def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
-        return Decision(_search_queries(question, max_queries), method="offline-keywords")
+        return Decision(search_queries(question, max_queries), method="offline-keywords")
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
         texts = [f"{c.title}. {c.snippet}" for c in candidates]
@@ -342,7 +323,7 @@ class OfflineWriterModel:
         self.cfg = cfg
         self.identity = f"{WRITER_VERSION}:writer:{embedder.model_id}"
 
-    def stage_identity(self, stage: str) -> str:
+    def job_identity(self, job: str) -> str:
         return self.identity
 
     def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:

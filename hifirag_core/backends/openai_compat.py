@@ -29,14 +29,6 @@ from typing import Any, Literal
 
 import openai
 
-from hifirag_core.backends.base import (
-    BackendError,
-    CallTimeoutError,
-    ChatReply,
-    ChatTurn,
-    TransientError,
-    error_status,
-)
 from hifirag_core.backends.http_common import (
     Stopwatch,
     error_for_status,
@@ -45,9 +37,11 @@ from hifirag_core.backends.http_common import (
     reply_settings,
 )
 from hifirag_core.config import ModelPrice
+from hifirag_core.errors import BackendError, CallTimeoutError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.llm.parsing import strip_reasoning
 from hifirag_core.secrets import Secret, redact
+from hifirag_core.types import ChatReply, ChatTurn
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Sent when a local server needs no key; the client refuses to start without one.

@@ -9,7 +9,7 @@ and https://github.com/reddit-archive/reddit/wiki/OAuth2#application-only-oauth.
 
 This adapter returns the full tree it received (``replace_more_limit`` stubs expanded, the rest
 counted in ``more_stubs``); choosing the top k comments and their replies belongs to
-``hifirag_core.reddit``. praw is not thread-safe, so calls through one adapter are serialized.
+``hifirag_core.web.reddit``. praw is not thread-safe, so calls through one adapter are serialized.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import prawcore
 import requests
 from praw.exceptions import InvalidURL, PRAWException
 
-from hifirag_core.backends.base import BackendError, CallTimeoutError, PermanentError, TransientError
+from hifirag_core.errors import BackendError, CallTimeoutError, PermanentError, TransientError
 from hifirag_core.limits import ProviderGuard, parse_retry_after
-from hifirag_core.reddit import RedditComment, RedditThread
 from hifirag_core.secrets import Secret, redact
+from hifirag_core.web.reddit import RedditComment, RedditThread
 
 _REMOVED_BODIES = frozenset({"[deleted]", "[removed]"})
 

@@ -19,18 +19,12 @@ import json
 
 import httpx
 
-from hifirag_core.backends.base import (
-    BackendError,
-    FetchResult,
-    PermanentError,
-    SearchHit,
-    TransientError,
-    error_status,
-)
 from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.backends.http_fetch import classify_body, declared_charset, fetch_status_for_error
+from hifirag_core.errors import BackendError, PermanentError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
+from hifirag_core.types import FetchResult, SearchHit
 
 _SCRAPINGDOG_RETRYABLE = frozenset({408, 410, 429})
 

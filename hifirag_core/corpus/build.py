@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hifirag_core.blobs import BlobStore
+from hifirag_core.config import PipelineConfig
 from hifirag_core.corpus.sources import (
     SITES,
     SourcePage,
@@ -18,7 +18,8 @@ from hifirag_core.corpus.sources import (
     iter_tarball_pages,
     read_manifest,
 )
-from hifirag_core.corpus.store import Corpus, CorpusError
+from hifirag_core.corpus.store import Corpus, CorpusError, corpus_at
+from hifirag_core.store.blobs import BlobStore
 
 
 def _tarball_pages(folder: Path) -> Iterator[SourcePage]:
@@ -82,3 +83,21 @@ def build_default(root: Path, blobs: BlobStore, progress: Callable[[int], None] 
         return build_from_tarballs(root, blobs, folder, progress)
     log(f"{folder} is absent; fetching the documentation packages from Debian instead")
     return build_from_debian(root, blobs, progress, log)
+
+
+def ensure_corpus(cfg: PipelineConfig, data_root: Path, log: Callable[[str], None] = print) -> None:
+    """Build the local documentation corpus on first use, when the config reads from a local corpus.
+
+    Another corpus (``corpus.name``) that is missing or stale is an error that says how to build it.
+    """
+    if "local" not in (cfg.backends.search, cfg.backends.fetch):
+        return
+    corpus = corpus_at(data_root, cfg.corpus.name)
+    if corpus.is_current():
+        return
+    if cfg.corpus.name != "docs":
+        state = "was built by an older version" if corpus.exists() else "is not built"
+        raise CorpusError(f"the corpus {cfg.corpus.name!r} {state}; run `hifirag corpus build --name ...`")
+    log("Building the local documentation corpus (once; under a minute) ...")
+    built = build_default(corpus.root, corpus.blobs, log=log)
+    log(f"Corpus built: {built.manifest()['pages']} pages")

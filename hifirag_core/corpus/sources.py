@@ -6,15 +6,14 @@ get the URL they have on the site's real host, so the offline web looks like the
 
 from __future__ import annotations
 
-import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path, PurePosixPath
 
-from hifirag_core.config import SHARED_DATA
 from hifirag_core.jsonl import NotUtf8Error, read_jsonl
+from hifirag_core.resources import shared_data_dir
 
 
 @dataclass(frozen=True)
@@ -57,11 +56,6 @@ class SourcePage:
     title: str | None = None  # the page's title when its source names one (a manifest); else the HTML's
     # What a static web server would send as Last-Modified: the file's modification time.
     last_modified: str | None = None
-
-
-def shared_data_dir() -> Path:
-    """``../shared/data`` next to the project, or ``$HIFIRAG_SHARED_DATA``."""
-    return Path(os.environ.get("HIFIRAG_SHARED_DATA", SHARED_DATA))
 
 
 def docs_html_dir() -> Path:

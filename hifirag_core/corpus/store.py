@@ -35,14 +35,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import Stemmer
 
-from hifirag_core.backends.base import SearchHit
-from hifirag_core.blobs import BlobStore
 from hifirag_core.config import usable_cores
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
-from hifirag_core.page_dates import PageDate, page_dates
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
+from hifirag_core.store.blobs import BlobStore, blob_store
 from hifirag_core.text import normalize_ws, split_sentences
+from hifirag_core.types import SearchHit
+from hifirag_core.web.page_dates import PageDate, page_dates
 
 # The page text comes from the sectioner; 3: passage index; 4: each page's dates (page_dates.py);
 # 5: dir/index.html is stored as dir/.
@@ -306,6 +306,25 @@ class Corpus:
 
     def tokenize(self, texts: list[str]) -> list[list[str]]:
         return _tokenize(texts, self._stemmer)
+
+
+def corpus_at(data_root: Path, name: str) -> Corpus:
+    """The corpus ``name`` under the data root, built or not."""
+    return Corpus(Path(data_root) / "corpus" / name, blob_store(data_root))
+
+
+def open_corpus(data_root: Path, name: str) -> Corpus:
+    """The built, current corpus ``name``; a clear ``CorpusError`` otherwise."""
+    corpus = corpus_at(data_root, name)
+    if not corpus.exists():
+        raise CorpusError(
+            f"the local corpus {name!r} is not built under {Path(data_root) / 'corpus'}; "
+            "run `hifirag corpus build` (it reads ../shared/data/docs_html, or --folder DIR)"
+        )
+    if not corpus.is_current():
+        raise CorpusError(f"the local corpus {name!r} under {Path(data_root) / 'corpus'} was built by an older "
+                          "version of HiFi-RAG; rebuild it with `hifirag corpus build`")
+    return corpus
 
 
 def is_excluded(url: str, exclude: Iterable[str]) -> bool:

@@ -34,7 +34,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hifirag_core.config import CredibilityConfig
-from hifirag_core.corpus.sources import shared_data_dir
 from hifirag_core.credibility.corpus import (
     DEFAULT_TYPE_SHARES,
     REALISTIC_RATES,
@@ -47,13 +46,6 @@ from hifirag_core.credibility.corpus import (
 )
 from hifirag_core.credibility.labels import hit_ids
 from hifirag_core.credibility.priors import resolve_priors
-from hifirag_core.credibility.records import (
-    CredibilityDocRecord,
-    CredibilityQueryRecord,
-    CredibilityRateRecord,
-    CredibilitySummaryRecord,
-    CredibilityWeightRecord,
-)
 from hifirag_core.credibility.rerank import CredibilityReranker, Ranking, weight_vector
 from hifirag_core.credibility.sources import SOURCE_TYPES
 from hifirag_core.credibility.update import FeedbackRule, correctness_feedback, update_weights
@@ -66,6 +58,14 @@ from hifirag_core.metrics.retrieval import (
     precision_at_k,
 )
 from hifirag_core.records import Record
+from hifirag_core.records.credibility import (
+    CredibilityDocRecord,
+    CredibilityQueryRecord,
+    CredibilityRateRecord,
+    CredibilitySummaryRecord,
+    CredibilityWeightRecord,
+)
+from hifirag_core.resources import shared_data_dir
 
 SystemName = Literal["prior", "prior_smoothing", "prior_update"]
 CorpusType = Literal["government", "peer_reviewed", "established_news", "organization_report", "blog",

@@ -17,8 +17,8 @@ from hifirag_core.credibility.experiment import (
     HurtPoint,
 )
 from hifirag_core.credibility.priors import resolve_priors
-from hifirag_core.credibility.records import CredibilityQueryRecord, CredibilitySummaryRecord
 from hifirag_core.credibility.update import converged_at
+from hifirag_core.records.credibility import CredibilityQueryRecord, CredibilitySummaryRecord
 
 SUMMARY_FILE = "credibility_summary.md"
 PLOT_FILE = "credibility_sweep.png"
@@ -155,7 +155,7 @@ def _by_relevant_count(result: ExperimentResult, correlation: float, strength: f
 def _weights_section(result: ExperimentResult) -> list[str]:
     """Initial and learned weights of the feedback system at the realistic correlation and lambda 1."""
     config = result.config
-    from hifirag_core.credibility.records import CredibilityWeightRecord
+    from hifirag_core.records.credibility import CredibilityWeightRecord
 
     rows: list[CredibilityWeightRecord] = result.records[CredibilityWeightRecord.TABLE]  # type: ignore[assignment]
     strength = 1.0 if 1.0 in config.strengths else max(config.strengths)

@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 from typing import get_args
 from urllib.parse import urlsplit
@@ -20,7 +21,7 @@ from hifirag_core.config import SourceType
 
 SOURCE_TYPES: tuple[str, ...] = get_args(SourceType)
 UNKNOWN = "unknown"
-RULES_PATH = Path(__file__).with_name("source_rules.toml")
+RULES_PATH = files("hifirag_core.credibility").joinpath("source_rules.toml")  # shipped beside this module
 
 
 class SourceRulesError(ValueError):

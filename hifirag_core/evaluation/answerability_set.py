@@ -8,7 +8,7 @@ Built from the shared data only, the same way every time:
 * **unanswerable**:
   - FAQ protocol (a): the questions of the other FAQ pages. Those pages leave the corpus, and so does
     every other page found to carry a question's gold answer (``answerability_set.json``, built and
-    explained by ``bench/build_answerability_set.py``); a question whose answer is spread too widely
+    explained by ``tools/build_answerability_set.py``); a question whose answer is spread too widely
     to leave out is dropped from the set instead (listed there with the reason);
   - MMU-RAGent validation questions (general web questions: cooking, physics, games) asked of the
     documentation corpus: the first ``mmu_lines`` lines, the ones the paper scores.
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.corpus.sources import SITES, gold_location, shared_data_dir
+from hifirag_core.corpus.sources import SITES, gold_location
+from hifirag_core.resources import shared_data_dir
 
 SPEC_PATH = Path(__file__).with_name("answerability_set.json")
 Half = Literal["tune", "report"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from hifirag_core.config import PipelineConfig
 from hifirag_core.evaluation.config import EvaluationConfig
-from hifirag_core.evaluation.records import EvaluationMetricRecord
 from hifirag_core.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
 from hifirag_core.records import ScoreRecord
+from hifirag_core.records.evaluation import EvaluationMetricRecord
 
 # metric -> question -> value (None: unscorable or undefined)
 MetricValues = dict[str, dict[str, float | None]]

@@ -11,7 +11,7 @@ from hifirag_core.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from hifirag_core.metrics.semantic import DEBERTA_LAYER
 
 # Citation support threshold (MiniLM cosine between an answer sentence and a source sentence).
-# Calibrated with bench/calibrate_citation_support.py on the 220 FAQ questions: each gold-answer
+# Calibrated with tools/calibrate_citation_support.py on the 220 FAQ questions: each gold-answer
 # sentence of three or more words (1,244) against (positive) its own gold section with that very
 # sentence removed, so support has to come from the rest of the section as it would for a
 # paraphrase, and (negatives, 44,845) the gold sections of the other questions on the same FAQ page

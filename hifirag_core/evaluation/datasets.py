@@ -25,11 +25,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, shared_data_dir
+from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
 from hifirag_core.evaluation import answerability_set
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import QuestionSet
-from hifirag_core.runs import data_root
+from hifirag_core.resources import data_root, shared_data_dir
 
 MMU_PAPER_LIMIT = 100
 

@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 
 from hifirag_core.config import ConfigError, PipelineConfig
-from hifirag_core.embeddings import Embedder
 from hifirag_core.evaluation.compare import (
     MetricValues,
     Verdict,
@@ -27,7 +26,6 @@ from hifirag_core.evaluation.compare import (
 )
 from hifirag_core.evaluation.config import EvaluationConfig
 from hifirag_core.evaluation.datasets import EvalDataset, resolve_dataset
-from hifirag_core.evaluation.records import BASELINE_VERDICTS, EvaluationMetricRecord, EvaluationRecord
 from hifirag_core.evaluation.report import (
     FUNNEL_STEPS,
     EvaluationReport,
@@ -50,11 +48,13 @@ from hifirag_core.evaluation.scoring import (
 )
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.semantic import BertScoreSpec, select_bertscore
-from hifirag_core.pipeline import STAGE_NAMES
+from hifirag_core.pipeline.plan import RunPlan, plan_run
+from hifirag_core.pipeline.specs import STAGE_NAMES
+from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.records import ScoreRecord, utcnow
-from hifirag_core.runs import plan_run
-from hifirag_core.variants import variant_overrides
-from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
+from hifirag_core.records.evaluation import BASELINE_VERDICTS, EvaluationMetricRecord, EvaluationRecord
+from hifirag_core.retrieval.embeddings import Embedder
+from hifirag_core.store.warehouse import Warehouse, WarehouseError, check_run_id
 
 
 class RegressionDetected(Exception):
@@ -87,12 +87,7 @@ class EvaluationPlan:
     baseline: str | None = None  # an explicit baseline evaluation id
     accept: bool = False  # record a regression as accepted: it becomes the baseline
     queries: dict[str, str] = field(default_factory=dict)
-
-    def run_kwargs(self, variant: str) -> dict:
-        """The answer flow's parameters for one variant."""
-        return {"questions": str(self.dataset.path), "variant": variant, "limit": self.limit, "sample": self.sample,
-                "ids": list(self.ids) if self.ids else None, "overrides": list(self.overrides),
-                "data_root": str(self.data_root), "fields": self.dataset.fields}
+    runs: tuple[RunPlan, ...] = ()  # one planned run per variant, in ``variants`` order
 
 
 def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationConfig, root: Path,
@@ -127,7 +122,7 @@ def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationCon
         _require_evaluation(Warehouse(root), baseline)
     return EvaluationPlan(evaluation_id, ds, fingerprint, names, tuple(all_overrides), tuple(overrides), limit, sample,
                           tuple(ids) if ids else None, Path(root), cfg, baseline, accept,
-                          {q.id: q.query for q in questions.questions})
+                          {q.id: q.query for q in questions.questions}, tuple(plans))
 
 
 def _require_evaluation(warehouse: Warehouse, evaluation_id: str) -> None:
@@ -307,7 +302,8 @@ def evaluation_records(plan: EvaluationPlan, scored: Sequence[ScoredVariant], re
 def write_evaluation(warehouse: Warehouse, plan: EvaluationPlan, records: dict[str, list]) -> None:
     """Every table of the evaluation under its id, in one write each, then the DuckDB file."""
     for table, rows in records.items():
-        warehouse.write(table, rows, run_id=plan.evaluation_id, stage="evaluate")
+        for stage in sorted({r.stage for r in rows}) or ["evaluate"]:  # scores are rows of stage "score"
+            warehouse.write(table, [r for r in rows if r.stage == stage], run_id=plan.evaluation_id, stage=stage)
     warehouse.refresh_duckdb_file()
 
 

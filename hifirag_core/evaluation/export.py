@@ -20,9 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from hifirag_core.warehouse import Warehouse, WarehouseError, check_run_id
-
-NO_ANSWER_RESPONSE = "I could not find enough evidence to answer this question."
+from hifirag_core.serving.contract import NO_ANSWER_RESPONSE
+from hifirag_core.store.warehouse import Warehouse, WarehouseError, check_run_id
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,13 @@ from hifirag_core.evaluation.evaluate import (
 )
 from hifirag_core.evaluation.export import build_submission, check_submission, write_submission
 from hifirag_core.hashing import stable_hash
+from hifirag_core.pipeline.plan import plan_run
+from hifirag_core.pipeline.specs import ANSWER_STAGE
 from hifirag_core.questions import Question, QuestionSet
 from hifirag_core.records import AnswerRecord, QuestionRecord, RunRecord, StageRunRecord, utcnow
-from hifirag_core.runs import plan_run
 from hifirag_core.serving.contract import COMPETITION_LIMIT_S, check_messages, parse_sse
+from hifirag_core.store.warehouse import Warehouse, check_run_id
 from hifirag_core.text import word_count
-from hifirag_core.warehouse import Warehouse, check_run_id
 
 Endpoint = Literal["evaluate", "run"]
 REMOTE_STAGE = "remote"
@@ -193,7 +194,7 @@ def import_answers(warehouse: Warehouse, run_id: str, questions: QuestionSet, an
                                                      line_no=q.line_no)], run_id=run_id, stage="input", question_id=q.id)
         row = (AnswerRecord(text=a.text, n_words=word_count(a.text), cited_urls=a.citations, from_stage=REMOTE_STAGE)
                if a.status == "ok" else AnswerRecord(status=a.status, error=a.error))
-        warehouse.write("answers", [row], run_id=run_id, stage="answer", question_id=q.id)
+        warehouse.write("answers", [row], run_id=run_id, stage=ANSWER_STAGE, question_id=q.id)
         if a.status != "ok":
             status, error = a.status, a.error
         else:  # answered; a stream that broke the contract says how

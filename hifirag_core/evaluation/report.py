@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from hifirag_core.evaluation.compare import MetricValues, Verdict, changed_most
-from hifirag_core.evaluation.records import EvaluationMetricRecord
+from hifirag_core.records.evaluation import EvaluationMetricRecord
 
 # Quality metrics in display order; the semantic one appears under whichever name the run used.
 QUALITY = ("rouge_l_f1", "bertscore_deberta_f1", "bertscore_minilm_f1", "citation_precision", "citation_recall",

@@ -40,8 +40,8 @@ from hifirag_core.metrics.citations import CitedSentence, score_claims, source_p
 from hifirag_core.metrics.semantic import BertScoreSpec, bertscore_f1
 from hifirag_core.metrics.text import rouge_l
 from hifirag_core.records import ScoreRecord
+from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.text import word_count
-from hifirag_core.warehouse import Warehouse
 
 UNSCORABLE = "reference is null"
 Similarity = Callable[[list[str], list[str]], np.ndarray]

@@ -28,24 +28,11 @@ from typing import Literal
 
 import numpy as np
 
-from hifirag_core.attribution import (
-    SentenceCitation,
+from hifirag_core.evidence.attribution import (
     attribute_sentences,
     marked_sentences,
     source_scores,
     strip_markers,
-)
-from hifirag_core.backends.base import (
-    ChatModel,
-    ChatReply,
-    ChatTurn,
-    Conversation,
-    Decision,
-    FewShotExample,
-    PageOverview,
-    SectionPreview,
-    SourceDoc,
-    UrlCandidate,
 )
 from hifirag_core.llm.parsing import (
     ParseResult,
@@ -54,7 +41,7 @@ from hifirag_core.llm.parsing import (
     parse_source_numbers,
     parse_url_selection,
 )
-from hifirag_core.prompts import (
+from hifirag_core.llm.prompts import (
     PromptSet,
     query_range,
     render_examples,
@@ -62,6 +49,19 @@ from hifirag_core.prompts import (
     render_search_results,
     render_section_previews,
     render_sources,
+)
+from hifirag_core.types import (
+    ChatModel,
+    ChatReply,
+    ChatTurn,
+    Conversation,
+    Decision,
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SentenceCitation,
+    SourceDoc,
+    UrlCandidate,
 )
 
 Fallback = Literal["keep_all", "keep_none", "top_k"]
@@ -135,18 +135,18 @@ class LLMFilterModel:
             + f"|scorer={'yes' if scorer else 'order'}|support={'yes' if support else 'none'}"
         )
 
-    def stage_identity(self, stage: str) -> str:
-        """What one stage's output depends on: backend, model, that stage's prompt and fallback."""
+    def job_identity(self, job: str) -> str:
+        """What one job's output depends on: backend, model, that job's prompt and fallback."""
         fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
-                    "citations": self.citation_fallback}.get(stage, "raw_question")
+                    "citations": self.citation_fallback}.get(job, "raw_question")
         return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
-                f"{stage}={self.prompt_hashes[stage]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
-                + (f"|support={'yes' if self.support else 'none'}" if stage == "citations" else ""))
+                f"{job}={self.prompt_hashes[job]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
+                + (f"|support={'yes' if self.support else 'none'}" if job == "citations" else ""))
 
-    def _ask(self, name: str, stage: str, schema: dict, **values: str) -> ChatReply:
+    def _ask(self, name: str, schema: dict, **values: str) -> ChatReply:
         prompt = self.prompts[name]
         text = prompt.render(**values)
-        return self.chat.chat([ChatTurn("user", text)], stage=stage, prompt_name=name,
+        return self.chat.chat([ChatTurn("user", text)], stage=name, prompt_name=name,
                               prompt_hash=prompt.hash, response_schema=schema)
 
     def _scores(self, query: str, texts: list[str]) -> list[float] | None:
@@ -174,7 +174,7 @@ class LLMFilterModel:
 
     def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
         """A.1: 1..max_queries search queries; falls back to the raw question."""
-        reply = self._ask("query_plan", "query_plan", object_schema("queries", "string"), question=question,
+        reply = self._ask("query_plan", object_schema("queries", "string"), question=question,
                           query_range=query_range(max_queries))
         if reply.text is not None:
             parsed = parse_queries(reply.text, max_queries=max_queries)
@@ -190,7 +190,7 @@ class LLMFilterModel:
         """A.2: 0-based indices of the URLs worth reading, most useful first."""
         if not candidates:
             return Decision([], method="llm")
-        reply = self._ask("url_filter", "url_filter", object_schema("urls", "string"), question=question,
+        reply = self._ask("url_filter", object_schema("urls", "string"), question=question,
                           search_results=render_search_results(candidates))
         parsed = None
         if reply.text is not None:
@@ -205,7 +205,7 @@ class LLMFilterModel:
         """A.3: 0-based indices of the useful sections of one page, most useful first."""
         if not sections:
             return Decision([], method="llm")
-        reply = self._ask("section_rank", "section_rank", object_schema("sections", "integer"), question=question,
+        reply = self._ask("section_rank", object_schema("sections", "integer"), question=question,
                           page_overview=render_page_overview(page),
                           section_previews=render_section_previews(sections))
         parsed = None
@@ -228,7 +228,7 @@ class LLMFilterModel:
         claims = marked_sentences(answer)
         if not sources or not claims:
             return Decision([], method="llm")
-        reply = self._ask("citations", "citations", object_schema("sources", "integer"),
+        reply = self._ask("citations", object_schema("sources", "integer"),
                           answer=strip_markers(answer).strip(), web_content=render_sources(sources))
         numbers = [s.index for s in sources]
         status, error, method = "ok", None, "llm"
@@ -272,11 +272,11 @@ class LLMWriterModel:
             f"{n}={h}" for n, h in hashes.items()
         )
 
-    def stage_identity(self, stage: str) -> str:
+    def job_identity(self, job: str) -> str:
         """What one pass depends on: backend, model and that pass's prompt (the draft reaches the
         refine pass as its input, so the draft prompt is not part of the refine identity)."""
-        name = self.draft_prompt_name if stage == "draft" else "refine"
-        asked = f",answerability={self.prompt_hashes['answerability']}" if stage == "draft" and self.asks_answerability \
+        name = self.draft_prompt_name if job == "draft" else "refine"
+        asked = f",answerability={self.prompt_hashes['answerability']}" if job == "draft" and self.asks_answerability \
             else ""
         return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}" + asked
 

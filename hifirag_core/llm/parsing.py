@@ -108,7 +108,7 @@ def _bracket_spans(text: str, open_ch: str, close_ch: str) -> list[str]:
     return spans
 
 
-def _loads_lenient(snippet: str) -> Any:
+def loads_lenient(snippet: str) -> Any:
     """JSON, else JSON with trailing commas removed, else a Python literal (single quotes)."""
     for attempt in (snippet, _TRAILING_COMMA.sub(r"\1", snippet)):
         try:
@@ -128,7 +128,7 @@ def extract_json_list(text: str | None, keys: Sequence[str] = ()) -> list[Any] |
     text = strip_reasoning(text)
     for snippet in _candidate_snippets(text):
         stripped = snippet.strip()
-        whole = _loads_lenient(stripped) if stripped[:1] in "[{" else None
+        whole = loads_lenient(stripped) if stripped[:1] in "[{" else None
         if isinstance(whole, list):
             return whole
         if isinstance(whole, dict):
@@ -136,11 +136,11 @@ def extract_json_list(text: str | None, keys: Sequence[str] = ()) -> list[Any] |
             if found is not None:
                 return found
         for span in _bracket_spans(snippet, "[", "]"):
-            value = _loads_lenient(span)
+            value = loads_lenient(span)
             if isinstance(value, list):
                 return value
         for span in _bracket_spans(snippet, "{", "}"):
-            value = _loads_lenient(span)
+            value = loads_lenient(span)
             if isinstance(value, dict) and (found := _list_in_object(value, keys)) is not None:
                 return found
     return None

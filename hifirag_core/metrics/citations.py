@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import bm25s
 import numpy as np
 
-from hifirag_core.retrieval import tokenize
+from hifirag_core.retrieval.scoring import tokenize
 from hifirag_core.text import split_sentences, word_count
 
 # One or more markers in a row: "[1]", "[1][2]", "[1, 2]", "[1] [3]".

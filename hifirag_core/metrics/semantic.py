@@ -6,6 +6,8 @@ holds it; nothing is downloaded. Otherwise the packaged MiniLM (all 6 layers) sc
 the metric name ``bertscore_minilm_f1``, so the two scales are never mixed or compared. MiniLM
 BERTScore rates a question echoed as its own answer above real extracts (FACTS.md), so callers
 report it beside that echo floor and the answer length and never rank on it alone.
+
+Process cache: ``_SCORERS`` keeps one scorer per model folder and layer (loading DeBERTa takes a minute).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def select_bertscore(deberta_path: str | Path | None, *, deberta_layer: int = DE
     if deberta_path and Path(deberta_path).is_dir():
         return BertScoreSpec(DEBERTA_METRIC, Path(deberta_path), deberta_layer,
                              f"BERTScore F1, deberta-xlarge-mnli layer {deberta_layer} (organisers' DeBERTaScore)")
-    from hifirag_core.embeddings import minilm_path
+    from hifirag_core.retrieval.embeddings import minilm_path
 
     return BertScoreSpec(MINILM_METRIC, minilm_path(), MINILM_LAYERS,
                          f"BERTScore F1, MiniLM-L6 all {MINILM_LAYERS} layers (not comparable to DeBERTaScore)")
@@ -48,7 +50,7 @@ _SCORERS: dict[tuple[Path, int], Any] = {}
 _SCORERS_LOCK = threading.Lock()
 
 
-def _scorer(spec: BertScoreSpec, batch_size: int) -> Any:
+def load_scorer(spec: BertScoreSpec, batch_size: int) -> Any:
     """One bert-score scorer per model folder and layer per process (loading DeBERTa takes a minute)."""
     with _SCORERS_LOCK:
         key = (spec.model_path, spec.num_layers)
@@ -72,7 +74,7 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], spec: Ber
     todo = [i for i, (c, r) in enumerate(zip(candidates, references, strict=True)) if c.strip() and r.strip()]
     if not todo:
         return out
-    scorer = _scorer(spec, batch_size)
+    scorer = load_scorer(spec, batch_size)
     _, _, f1 = scorer.score([candidates[i] for i in todo], [references[i] for i in todo], batch_size=batch_size)
     for i, value in zip(todo, f1.tolist(), strict=True):
         out[i] = float(value)

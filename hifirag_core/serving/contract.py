@@ -35,6 +35,9 @@ STEP_SEPARATOR = "|||---|||"
 COMPETITION_LIMIT_S = 600.0  # "a hard limit of 10 minutes for the entire process"
 MEDIA_TYPE = "text/event-stream"  # the contract's preferred type (text/plain is also allowed)
 CORE_FIELDS = ("intermediate_steps", "final_report", "is_intermediate", "complete")
+# What a question without an answer gets where the format cannot mark an answer as missing (the static
+# submission file, /evaluate, the end of a /run stream with no evidence to answer from).
+NO_ANSWER_RESPONSE = "I could not find enough evidence to answer this question."
 
 
 class _Body(BaseModel):

@@ -23,12 +23,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from hifirag_core.config import PipelineConfig
-from hifirag_core.examples import ExampleSet
+from hifirag_core.llm.examples import ExampleSet
+from hifirag_core.pipeline.plan import RunPlan
+from hifirag_core.pipeline.runs import run_record
 from hifirag_core.questions import Question, QuestionSet
 from hifirag_core.records import QuestionRecord, RunRecord, utcnow
-from hifirag_core.runs import RunPlan, run_record
-from hifirag_core.serving.records import ServedRequestRecord
-from hifirag_core.warehouse import Warehouse, check_run_id
+from hifirag_core.records.serving import ServedRequestRecord
+from hifirag_core.store.warehouse import Warehouse, check_run_id
 
 SERVICE_DATASET = "service"
 

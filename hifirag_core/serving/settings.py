@@ -12,11 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hifirag_core.config import ConfigError, PipelineConfig, build_config, parse_overrides
-from hifirag_core.examples import ExampleSet, resolve_example_set
-from hifirag_core.runtime import uses_real_backends
+from hifirag_core.config import ConfigError, PipelineConfig, build_config, parse_overrides, uses_real_backends
+from hifirag_core.llm.examples import ExampleSet, resolve_example_set
+from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.serving.contract import COMPETITION_LIMIT_S
-from hifirag_core.variants import variant_overrides
 
 PROFILES: dict[str, tuple[str, ...]] = {
     # The embedded default: the local corpus as the web, deterministic models; no keys, no network.

@@ -13,7 +13,7 @@ from hifirag_core.config import ConfigError, parse_overrides
 # (no labelled paraphrases here): MMU-RAGent validation lines 101-300 and the FAQ set, each split in
 # halves by a hash of the question id; on half A, 0.85 is the smallest multiple of 0.05 at which at most
 # 1% of the questions have a neighbour (0.0%; 0.80 flags 1.9%); on half B it flags 0.0%
-# (bench/calibrate_near_duplicate.py). Question and answer together, because questions alone do not
+# (tools/calibrate_near_duplicate.py). Question and answer together, because questions alone do not
 # separate facts: in a made-up pair, "What changed in PostgreSQL 15.12?" and "... in 15.13?" are at
 # 0.97 as questions and at 0.61 with their (different) answers.
 NEAR_DUPLICATE_THRESHOLD = 0.85

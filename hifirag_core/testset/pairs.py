@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hifirag_core.llm.parsing import _loads_lenient
+from hifirag_core.llm.parsing import loads_lenient
 
 _PAIR_START = re.compile(r"\{\s*[\"']?(?:query|question|q|prompt|user_query)[\"']?\s*:", re.IGNORECASE)
 QUERY_KEYS = ("query", "question", "q", "prompt", "user_query")
@@ -62,7 +62,7 @@ def _object_at(text: str, start: int, decoder: json.JSONDecoder) -> tuple[Any, i
     line_end = text.find("\n", start)
     line_end = len(text) if line_end == -1 else line_end
     snippet = text[start:line_end].rstrip().rstrip(",").rstrip()
-    value = _loads_lenient(snippet)
+    value = loads_lenient(snippet)
     return (value, start + len(snippet)) if isinstance(value, dict) else None
 
 

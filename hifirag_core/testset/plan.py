@@ -4,6 +4,9 @@
 offline stand-in), reads the style examples and loads prompt A.6; :func:`open_builder` builds the
 adapters the plan needs: the grounded model, the direct fetcher that dates the sources, the
 no-search baseline and MiniLM for the near-duplicate check.
+
+Process cache: ``_OPEN`` holds the builds in flight in this process, so a build's steps (Prefect tasks
+that receive only the plan) find the builder that holds its batches so far.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Literal
 
 from hifirag_core.config import ConfigError, PipelineConfig, build_config, parse_overrides
 from hifirag_core.hashing import stable_hash
-from hifirag_core.prompts import Prompt, load_prompt
+from hifirag_core.llm.prompts import Prompt, load_prompt
 from hifirag_core.secrets import get_secret, optional_secret
 from hifirag_core.testset.build import FreshSet, FreshSetBuilder, today_utc
 from hifirag_core.testset.config import FreshSetConfig, build_testset_config
@@ -56,7 +59,7 @@ def plan_fresh_set(values: dict, *, out: Path, data_root: Path, settings: list[s
     if source == "gemini":
         get_secret("gemini_api_key")  # a missing key stops the build here, naming the variable
     else:
-        from hifirag_core.runtime import open_corpus
+        from hifirag_core.corpus.store import open_corpus
 
         open_corpus(data_root, pipeline.corpus.name)
     style = parse_style(cfg.style)
@@ -94,14 +97,14 @@ def end_build(plan: FreshSetPlan) -> None:
 
 def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
     """The builder with its adapters: real ones for ``gemini``, the local corpus for ``offline``."""
-    from hifirag_core.runtime import shared_embedder
+    from hifirag_core.pipeline.wiring import shared_embedder
 
     cfg, pipeline = plan.config, plan.pipeline
     embedder = shared_embedder(plan.data_root)
     if plan.source == "gemini":
         from hifirag_core.backends import factory
         from hifirag_core.llm.models import LLMWriterModel
-        from hifirag_core.prompts import PromptSet
+        from hifirag_core.llm.prompts import PromptSet
         from hifirag_core.testset.sources import FetchDater, GroundedPairSource
 
         guards = factory.build_guards(pipeline)
@@ -119,7 +122,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
         dater = FetchDater(fetcher, cfg.date_evidence, cfg.today)
         return FreshSetBuilder(cfg, source, dater, embedder.encode, baseline, plan.examples)
     from hifirag_core.backends.offline import OfflineWriterModel
-    from hifirag_core.runtime import open_corpus
+    from hifirag_core.corpus.store import open_corpus
     from hifirag_core.testset.sources import CorpusDater, CorpusPairSource
 
     corpus = open_corpus(plan.data_root, pipeline.corpus.name)
@@ -131,7 +134,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
 
 def describe(plan: FreshSetPlan) -> tuple[dict, dict]:
     """The provenance's generator and checks sections."""
-    from hifirag_core.embeddings import minilm_path
+    from hifirag_core.retrieval.embeddings import minilm_path
 
     cfg = plan.config
     generator = {"source": plan.source, "prompt": plan.prompt.name, "prompt_hash": plan.prompt.hash,

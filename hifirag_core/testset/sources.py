@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Protocol
 
-from hifirag_core.backends.base import Fetcher
 from hifirag_core.backends.grounding import SearchGroundedModel
 from hifirag_core.corpus.store import Corpus
 from hifirag_core.hashing import stable_hash
-from hifirag_core.page_dates import DateEvidence, PageDate, best_date, dates_of_page
-from hifirag_core.prompts import Prompt
+from hifirag_core.llm.prompts import Prompt
 from hifirag_core.records import LLMCallRecord
 from hifirag_core.testset.pairs import parse_qa_pairs
 from hifirag_core.testset.style import StyleExample, render_examples
 from hifirag_core.text import split_sentences, word_count
+from hifirag_core.types import Fetcher
+from hifirag_core.web.page_dates import DateEvidence, PageDate, best_date, dates_of_page
 
 STANDIN_LABEL = ("OFFLINE STAND-IN: pairs drawn from local corpus pages dated after the cutoff (question from a "
                  "heading, answer from its section). It exercises the builder and the flow; it is not fresh "

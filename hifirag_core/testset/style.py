@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hifirag_core.config import ConfigError
-from hifirag_core.corpus.sources import shared_data_dir
 from hifirag_core.evaluation.datasets import MMU_PAPER_LIMIT
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import load_questions
+from hifirag_core.resources import shared_data_dir
 from hifirag_core.text import word_count
 
 DEFAULT_COUNT = 10

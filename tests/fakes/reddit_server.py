@@ -10,7 +10,7 @@
 * ``POST /api/morechildren/`` (form ``children``, ``link_id``, ``sort``) ->
   ``{"json": {"errors": [], "data": {"things": [...]}}}`` (https://www.reddit.com/dev/api/#GET_api_morechildren).
 
-Threads are ``hifirag_core.reddit.RedditThread`` values, so what the adapter returns can be
+Threads are ``hifirag_core.web.reddit.RedditThread`` values, so what the adapter returns can be
 compared with what the fake served.
 """
 
@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Mapping
 
-from hifirag_core.reddit import RedditComment, RedditThread
+from hifirag_core.web.reddit import RedditComment, RedditThread
 from tests.fakes.server import FakeServer, Fault, Request, Response
 
 _COMMENTS_PATH = re.compile(r"^/comments/([a-z0-9]+)/?(?:[^/]*/?)?$")

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from hifirag_core.reddit import RedditThread
+from hifirag_core.web.reddit import RedditThread
 from tests.fakes.gemini import GeminiFake
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.reddit_server import RedditFake

@@ -1,0 +1,55 @@
+"""``hifirag serve``: the pipeline behind the MMU-RAGent API (the app itself is ``hifirag_core.serving.app``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from flows.cli.common import EXPECTED, DataRoot, SetOpt, fail, setup
+from hifirag_core.config import ConfigError
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 5010,
+    profile: Annotated[str, typer.Option(help="Backends: offline (local corpus, offline models), gemini (Gemini, "
+                                         "Google search, direct crawling) or openai (an OpenAI-compatible server).")] = "offline",
+    concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
+                                                    "\\[default: limits.concurrency, 4].")] = None,
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    set_: SetOpt = None,
+    deadline: Annotated[float, typer.Option(help="Seconds a request may take before it gets what exists "
+                                            "(at most 600, the competition's limit).")] = 570.0,
+    heartbeat: Annotated[float, typer.Option(help="Seconds of silence after which a stream repeats its last message.")] = 15.0,
+    max_body: Annotated[int, typer.Option(help="Largest request body accepted, in bytes (larger: 413).")] = 65536,
+    data_root: DataRoot = None,
+) -> None:
+    """Serve the pipeline with the MMU-RAGent API: GET /health, POST /evaluate and a streaming POST /run.
+
+    /run streams "data: {json}" messages: the query plan, the URLs kept, the sections kept, then the
+    answer, then a last message with complete true, the report and its citations. Every request joins
+    the day's service run in the warehouse (stage cache included: a repeated question computes nothing).
+    Stops on Ctrl-C or SIGTERM after the questions in flight are answered and recorded.
+
+    [bold]Example[/bold]: hifirag serve --port 5010 --profile offline --concurrency 4
+    """
+    root = setup(data_root)
+    from pydantic import ValidationError
+
+    from hifirag_core.serving.settings import ServiceSettings
+
+    try:
+        settings = ServiceSettings(data_root=root, profile=profile, variant=variant, overrides=tuple(set_ or ()),
+                                   concurrency=concurrency, deadline_s=deadline, heartbeat_s=heartbeat,
+                                   max_body_bytes=max_body)
+    except ValidationError as exc:
+        fail(ConfigError("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())))
+    from flows.service import build_service
+    from hifirag_core.serving.app import serve as run_service
+
+    try:
+        service = build_service(settings)
+    except EXPECTED as exc:
+        fail(exc)
+    run_service(service, host, port)

@@ -1,0 +1,96 @@
+"""``hifirag sql``, ``runs``, ``funnel`` and ``sections``: reading what runs stored."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from flows.cli.common import DataRoot, console, fail, print_result
+from hifirag_core.corpus.store import CorpusError
+from hifirag_core.resources import data_root as resolve_data_root
+from hifirag_core.store.queries import funnel_summary, list_runs
+from hifirag_core.store.warehouse import Warehouse, WarehouseError
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="A DuckDB SQL query over the stage views.")],
+    format_: Annotated[str, typer.Option("--format", help="table, csv, json or markdown.")] = "table",
+    max_width: Annotated[int, typer.Option(help="Truncate cells to this many characters in a table (0: no limit).")] = 80,
+    data_root: DataRoot = None,
+) -> None:
+    """Run SQL over the warehouse views (runs, questions, search_results, ..., llm_calls, scores).
+
+    [bold]Example[/bold]: hifirag sql "SELECT run_id, count(*) FROM answers GROUP BY run_id"
+    """
+    try:
+        result = Warehouse(resolve_data_root(data_root)).query(query)
+    except WarehouseError as exc:
+        fail(exc)
+    print_result(result.columns, result.rows, format_, max_width)
+
+
+def runs(data_root: DataRoot = None) -> None:
+    """List runs with their status, variant, config and counts, newest first.
+
+    [bold]Example[/bold]: hifirag runs
+    """
+    result = list_runs(Warehouse(resolve_data_root(data_root)))
+    if not result.rows:
+        console.print("No runs yet: try `hifirag demo`.")
+        return
+    print_result(result.columns, result.rows, "table")
+
+
+def funnel(
+    run_ids: Annotated[list[str], typer.Argument(help="One or more runs (for example one per variant).")],
+    data_root: DataRoot = None,
+) -> None:
+    """Where the gold evidence is lost, stage by stage, for questions whose answer has a known place.
+
+    For the FAQ set: was the gold page in the search results, kept by the URL filter, fetched, its
+    section parsed and kept by section ranking, and the page cited in the answer.
+
+    [bold]Example[/bold]: hifirag funnel docs_faq-final-1a2b3c4d docs_faq-rag-5e6f7a8b
+    """
+    try:
+        result = funnel_summary(Warehouse(resolve_data_root(data_root)), run_ids)
+    except WarehouseError as exc:
+        fail(exc)
+    steps = result.columns[3:]
+    table = Table("step", *[f"{r[0]}\n({r[1]}, {r[2]} q)" for r in result.rows], box=box.SIMPLE_HEAD)
+    for i, step in enumerate(steps, 3):
+        table.add_row(step.replace("_", " "), *[f"{r[i]:.1%}" for r in result.rows])
+    console.print(table)
+
+
+def sections(
+    url: Annotated[str, typer.Argument(help="A page URL (or a Reddit thread URL) to parse.")],
+    live: Annotated[bool, typer.Option("--live", help="Fetch the page over HTTP if no run or corpus has it.")] = False,
+    name: Annotated[str, typer.Option(help="Corpus to look in.")] = "docs",
+    data_root: DataRoot = None,
+) -> None:
+    """Show how a page is parsed into sections: its heading tree with anchors, sizes and previews.
+
+    The page comes from the local corpus, else from the pages a run fetched, else (with --live)
+    from the web.
+
+    [bold]Example[/bold]: hifirag sections https://docs.python.org/3.11/faq/design.html
+    """
+    from hifirag_core.corpus.lookup import stored_page
+    from hifirag_core.sectioning import format_section_tree, parse_sections
+
+    body = stored_page(resolve_data_root(data_root), url, name)
+    if body is None and live:
+        from hifirag_core.backends.factory import build_fetcher
+        from hifirag_core.config import build_config
+
+        result = build_fetcher(build_config(overrides={"backends": {"fetch": "http"}})).fetch(url)
+        if result.status != "ok" or result.body is None:
+            fail(CorpusError(f"could not fetch {url}: {result.status} {result.error or ''}"))
+        body = result.body
+    if body is None:
+        fail(CorpusError(f"{url} is in neither the corpus nor any run's pages; pass --live to fetch it"))
+    console.print(format_section_tree(parse_sections(body, url)), highlight=False, markup=False)

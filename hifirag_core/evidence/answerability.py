@@ -1,0 +1,227 @@
+"""Do the sources answer the question? One decision per question: ``answered``, ``partial`` or ``not_found``.
+
+Offline, the decision comes from evidence the pipeline already holds, calibrated into a probability
+that the kept evidence answers the question (see ``CALIBRATION`` for how it was fitted):
+
+* **section**: the best MiniLM cosine between the question and a kept section's heading path and lead
+  (what the section ranker judged);
+* **sentence**: the best cosine between the question and one prose sentence of the kept sections
+  (sentence-level support);
+* **coverage**: the largest share of the question's content words that one kept section contains
+  (retrieval: did search find a page about this at all).
+
+With an LLM writer, the decision is the writer's own: the draft prompt asks it to end its reply with
+a structured line (``prompts/answerability.txt``), which :func:`parse_answerability` reads tolerantly
+and :func:`strip_answerability` removes from the text. A reply without a readable line falls back to
+the evidence score, and the method says so.
+
+When the answer is ``not_found`` and abstention is on (``answerability.abstain``), the answer says the
+sources found do not answer the question, lists the closest sources under "See also", and cites nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from hifirag_core.retrieval.scoring import tokenize
+from hifirag_core.text import is_block, prose_units, question_keywords
+from hifirag_core.types import SourceDoc
+
+Verdict = Literal["answered", "partial", "not_found"]
+VERDICTS: tuple[Verdict, ...] = ("answered", "partial", "not_found")
+# (question, texts) -> one cosine per text (MiniLM through the pipeline's cached embedder)
+Similarity = Callable[[str, list[str]], np.ndarray]
+
+# Sentences of each kept section read for the sentence signal (the draft reads as many).
+SENTENCES_PER_SECTION = 15
+SEE_ALSO = 3  # closest sources listed when the answer abstains
+LEAD_CHARS = 200  # a section's lead, as the section ranker previews it
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A logistic model of P(the evidence answers the question) over the three signals."""
+
+    intercept: float
+    section: float
+    sentence: float
+    coverage: float
+    note: str
+
+    def probability(self, signals: EvidenceSignals) -> float:
+        z = (self.intercept + self.section * signals.section + self.sentence * signals.sentence
+             + self.coverage * signals.coverage)
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+@dataclass(frozen=True)
+class EvidenceSignals:
+    section: float
+    sentence: float
+    coverage: float
+
+    def describe(self) -> str:
+        return f"section {self.section:.2f}, sentence {self.sentence:.2f}, coverage {self.coverage:.2f}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the pipeline concluded about the question, stored on its answer row."""
+
+    verdict: Verdict
+    score: float  # P(answered) from the evidence (also when the writer's verdict decided)
+    reason: str
+    method: str  # "evidence" | "writer" | "writer+evidence" (the writer's line was missing or unreadable)
+    signals: EvidenceSignals | None = None
+
+    def signals_json(self) -> str | None:
+        return json.dumps(dataclasses.asdict(self.signals)) if self.signals else None
+
+
+# Fitted by tools/calibrate_answerability.py (L2 1.0) on the tune half of the answerability set only
+# (143 questions: 56 answerable, 87 not; run answerability_tune-final_abstain-39b13fd9). Leave-one-out
+# coefficients stay within 0.2 of these; no signal changes sign.
+CALIBRATION = Calibration(intercept=-5.651, section=3.700, sentence=1.133, coverage=3.255,
+                          note="tune half, 143 questions, L2 1.0")
+
+
+# --- the evidence -----------------------------------------------------------------------------------
+
+
+def question_terms(question: str) -> set[str]:
+    """The question's keywords (no function words, no "explain like I'm five"), stemmed as BM25 stems them."""
+    keywords = question_keywords(question)
+    return set(tokenize([" ".join(keywords)])[0]) if keywords else set()
+
+
+def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Similarity) -> EvidenceSignals:
+    """The three signals over the kept sections of ``sources`` (all zero without evidence)."""
+    sections = [section for source in sources for section in source.sections]
+    if not sections:
+        return EvidenceSignals(0.0, 0.0, 0.0)
+    leads = [f"{' > '.join(s.heading_path) or '(untitled)'}: {s.text[:LEAD_CHARS]}" for s in sections]
+    sentences = list(dict.fromkeys(part for s in sections for unit in prose_units(s.text)[:SENTENCES_PER_SECTION]
+                                   for part in unit if not is_block(part)))
+    section_sim = float(np.max(similarity(question, leads)))
+    sentence_sim = float(np.max(similarity(question, sentences))) if sentences else 0.0
+    terms = question_terms(question)
+    coverage = 0.0
+    if terms:
+        for s in sections:
+            found = set(tokenize([" ".join(s.heading_path) + "\n" + s.text])[0])
+            coverage = max(coverage, len(terms & found) / len(terms))
+    return EvidenceSignals(round(section_sim, 4), round(sentence_sim, 4), round(coverage, 4))
+
+
+def verdict_for(score: float, threshold: float, partial_below: float) -> Verdict:
+    """``not_found`` below ``threshold``, ``partial`` below ``partial_below``, else ``answered``."""
+    if score < threshold:
+        return "not_found"
+    return "partial" if score < partial_below else "answered"
+
+
+def decide_from_evidence(signals: EvidenceSignals, calibration: Calibration, threshold: float,
+                         partial_below: float) -> Decision:
+    score = calibration.probability(signals)
+    verdict = verdict_for(score, threshold, partial_below)
+    return Decision(verdict, round(score, 4), f"evidence: {signals.describe()}", "evidence", signals)
+
+
+# --- the writer's structured line -------------------------------------------------------------------
+
+_VALUE = {
+    "answered": "answered", "answer": "answered", "yes": "answered", "answerable": "answered",
+    "fully answered": "answered", "full": "answered", "complete": "answered",
+    "partial": "partial", "partially": "partial", "partly": "partial", "partially answered": "partial",
+    "partly answered": "partial", "incomplete": "partial",
+    "not found": "not_found", "notfound": "not_found", "not answered": "not_found", "unanswerable": "not_found",
+    "no": "not_found", "none": "not_found", "no answer": "not_found", "not answerable": "not_found",
+    "not in sources": "not_found", "not covered": "not_found",
+}
+# "ANSWERABILITY: not_found - the pages cover X only", in Markdown emphasis or code, any case, with a
+# dash, colon or parenthesis before the reason.
+_LINE = re.compile(
+    r"^[ \t>*_`#-]*answerability[ \t*_`]*[:=][ \t*_`\"']*(?P<value>[A-Za-z][A-Za-z _-]*?)[ \t*_`\"'.]*"
+    r"(?:(?:\s[-–—]|[:;,(])[ \t]*(?P<reason>.*?))?[ \t)*_`.]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_JSON_FIELD = re.compile(r"\{[^{}]*\"answerability\"\s*:[^{}]*\}", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class WriterField:
+    verdict: Verdict
+    reason: str
+
+
+def _verdict(raw: str) -> Verdict | None:
+    key = " ".join(re.sub(r"[_-]", " ", raw.strip().lower()).split())
+    return _VALUE.get(key)  # type: ignore[return-value]
+
+
+def parse_answerability(reply: str) -> WriterField | None:
+    """The writer's answerability line (or JSON object), the last one when it wrote several; None
+    when there is none or its value is not one of the three verdicts (or a known synonym)."""
+    found: WriterField | None = None
+    for match in _JSON_FIELD.finditer(reply):
+        try:
+            obj = json.loads(match.group())
+        except json.JSONDecodeError:
+            continue
+        value = next((v for k, v in obj.items() if k.lower() == "answerability"), None)
+        verdict = _verdict(str(value)) if value is not None else None
+        if verdict:
+            reason = next((str(v) for k, v in obj.items() if k.lower() == "reason"), "")
+            found = WriterField(verdict, reason.strip())
+    for match in _LINE.finditer(reply):
+        verdict = _verdict(match.group("value"))
+        if verdict:
+            found = WriterField(verdict, (match.group("reason") or "").strip().strip("\"'"))
+    return found
+
+
+def strip_answerability(text: str) -> str:
+    """The reply without its answerability line(s) or JSON object."""
+    cleaned = _JSON_FIELD.sub("", _LINE.sub("", text))
+    return re.sub(r"\n{3,}", "\n\n", cleaned).strip()
+
+
+def decide(question: str, sources: Sequence[SourceDoc], similarity: Similarity, *, writer_reply: str | None,
+           ask_writer: bool, calibration: Calibration, threshold: float, partial_below: float) -> Decision:
+    """The writer's own verdict when it was asked for one and gave it, else the evidence's."""
+    evidence = decide_from_evidence(evidence_signals(question, sources, similarity), calibration, threshold,
+                                    partial_below)
+    if not ask_writer:
+        return evidence
+    field = parse_answerability(writer_reply or "")
+    if field is None:
+        why = "the writer gave no answerability line" if writer_reply else "the writer gave no reply"
+        return Decision(evidence.verdict, evidence.score, f"{why}; {evidence.reason}", "writer+evidence",
+                        evidence.signals)
+    reason = field.reason or "(no reason given)"
+    return Decision(field.verdict, evidence.score, f"writer: {reason}", "writer", evidence.signals)
+
+
+# --- what the user reads when the sources do not answer ---------------------------------------------
+
+NOT_FOUND_TEXT = "The sources I found do not answer this question."
+NO_SOURCES_TEXT = "I found no sources that answer this question."
+
+
+def abstention_text(sources: Sequence[SourceDoc], limit: int = SEE_ALSO) -> tuple[str, list[str]]:
+    """The answer that abstains, and the URLs it lists under "See also" (the closest sources, in the
+    filters' order); it cites nothing."""
+    closest = list(sources)[:limit]
+    if not closest:
+        return NO_SOURCES_TEXT, []
+    lines = [NOT_FOUND_TEXT, "", "See also:"]
+    lines += [f"- {s.title.strip() or s.url}: {s.url}" for s in closest]
+    return "\n".join(lines), [s.url for s in closest]

@@ -1,0 +1,94 @@
+"""Taking stage outputs from another run's rows instead of computing them.
+
+Two uses:
+
+* **reprocess**: a new run derived from a parent run reuses the parent's rows for every stage
+  before the one named (and for every stage of the questions not chosen), and recomputes the rest
+  (which stages, for which questions: ``hifirag_core.pipeline.plan.ReuseSpec``);
+* **evidence replay**: a run takes the stages whose spec says ``evidence`` (the query plans and
+  search results) and its pages from another run, so that two variants read byte-identical evidence
+  even when the live web has changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.plan import ReuseSpec
+from hifirag_core.pipeline.specs import spec
+from hifirag_core.questions import Question
+from hifirag_core.records import LLMCallRecord, PageRecord, Record, StageRunRecord
+from hifirag_core.store.warehouse import Warehouse
+
+
+class StoredRun:
+    """A run's rows, read once and served by stage and question."""
+
+    def __init__(self, warehouse: Warehouse, run_id: str):
+        self.warehouse = warehouse
+        self.run_id = run_id
+        self._rows: dict[str, dict[tuple[str, str], list[Record]]] = {}
+        self._lock = threading.Lock()
+
+    def _table(self, table: str) -> dict[tuple[str, str], list[Record]]:
+        with self._lock:
+            if table not in self._rows:
+                grouped: dict[tuple[str, str], list[Record]] = defaultdict(list)
+                for rec in self.warehouse.read_records(table, self.run_id):
+                    grouped[(rec.stage, rec.question_id)].append(rec)
+                self._rows[table] = dict(grouped)
+            return self._rows[table]
+
+    def exists(self) -> bool:
+        return bool(self._table("runs"))
+
+    def output(self, stage: str, question: Question) -> StageOutput | None:
+        """The stage's output for the question as the run stored it, or None if it has none."""
+        stage_spec = spec(stage)
+        ledger = self._table("stage_runs").get((stage, question.id))
+        found = [self._table(table).get((stage, question.id)) for table in stage_spec.tables]
+        if ledger is None and all(rows is None for rows in found):
+            return None
+        records = [r for rows in found for r in rows or []]
+        calls = [r for r in self._table("llm_calls").get((stage, question.id), []) if isinstance(r, LLMCallRecord)]
+        status = ledger.status if isinstance(ledger, StageRunRecord) else (records[0].status if records else "ok")
+        error = ledger.error if isinstance(ledger, StageRunRecord) else None
+        return StageOutput(stage, records, calls, value=stage_spec.rebuild(question, records), status=status,
+                           error=error)
+
+    def pages_by_url(self) -> dict[str, PageRecord]:
+        """Every page the run fetched successfully, by URL."""
+        pages: dict[str, PageRecord] = {}
+        for records in self._table("pages").values():
+            for rec in records:
+                if isinstance(rec, PageRecord) and rec.ok and rec.content_sha256:
+                    pages.setdefault(rec.url, rec)
+        return pages
+
+
+@dataclass
+class RunReuse:
+    """A run's sources of stored outputs: its parent (reprocess) and its pinned evidence."""
+
+    spec: ReuseSpec | None = None
+    stored: StoredRun | None = None
+    evidence: StoredRun | None = None
+
+    def stored_output(self, stage: str, question: Question) -> tuple[StageOutput, str] | None:
+        """The stored output this question reuses for this stage, and the run it comes from."""
+        if self.spec is not None and self.stored is not None and self.spec.reused(stage, question.id):
+            out = self.stored.output(stage, question)
+            if out is not None:
+                return out, self.stored.run_id
+        if self.evidence is not None and spec(stage).evidence:
+            out = self.evidence.output(stage, question)
+            if out is not None:
+                return out, self.evidence.run_id
+        return None
+
+    def recompute(self, stage: str, question_id: str) -> bool:
+        """True when a reprocess asks for this stage to be computed afresh, cached or not."""
+        return self.spec is not None and not self.spec.reused(stage, question_id)

@@ -1,0 +1,447 @@
+"""The pipeline as data: one ``StageSpec`` per stage, in order.
+
+A spec says everything the orchestration needs to know about a stage, in one place: its name and
+position, the records it writes, its code version, the config fields it reads (the slice that
+enters its cache key), the model role it calls, whether it does IO (and so how it is retried), what
+it leaves when it fails, how its ``value`` is rebuilt from stored rows, and how its parameters are
+gathered from the outputs before it. Tasks, the flow's stage runner, reuse and reprocess, the CLI's
+stage choices and the reprocess flow's typed parameter all derive from ``PIPELINE``.
+
+Adding a stage is one spec here and one function in ``hifirag_core.pipeline.stages``.
+
+``run_question`` runs every stage of one question in a plain loop, without Prefect: the benchmarks'
+baseline, and the same order and gathering the flow uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from hifirag_core.errors import TransientError, error_status
+from hifirag_core.evidence.answerability import Decision as Answerability
+from hifirag_core.hashing import stable_hash
+from hifirag_core.pipeline import stages, steps
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.questions import Question
+from hifirag_core.records import (
+    AnswerRecord,
+    AnswerSentenceRecord,
+    CitationRecord,
+    DraftRecord,
+    LLMCallRecord,
+    PageRecord,
+    QueryPlanRecord,
+    Record,
+    SearchResultRecord,
+    SectionDecisionRecord,
+    SectionRecord,
+    UrlDecisionRecord,
+    content_row,
+)
+from hifirag_core.sectioning import SECTIONER_VERSION
+from hifirag_core.types import SourceDoc
+from hifirag_core.web.blocked import DETECTOR_VERSION
+
+if TYPE_CHECKING:
+    from hifirag_core.config import PipelineConfig
+    from hifirag_core.pipeline.runtime import Runtime
+    from hifirag_core.store.warehouse import Warehouse
+
+Role = Literal["filter", "writer"]
+
+
+@dataclass(frozen=True)
+class StageRetry:
+    """How the orchestrator retries a stage: only errors a later attempt may cure, never a bug.
+
+    A stage raises ``TransientError`` when a backend was down or refused it for a rate limit after
+    the adapter's own retries; anything else (a ``KeyError`` in the stage's code, a permanent 4xx)
+    fails at once and leaves the stage's fallback row.
+    """
+
+    retries: int = 0
+    delays_s: tuple[float, ...] = ()
+    retry_on: tuple[type[BaseException], ...] = (TransientError,)
+
+    def should_retry(self, error: BaseException | None) -> bool:
+        return self.retries > 0 and isinstance(error, self.retry_on)
+
+
+NO_RETRY = StageRetry()
+# Network stages back off before retrying; a stage that still fails becomes a status row.
+IO_RETRY = StageRetry(retries=2, delays_s=(2.0, 10.0))
+
+
+class Trail:
+    """One question's stage outputs so far, and what later stages derive from them."""
+
+    def __init__(self, question: Question, rt: Runtime | None = None):
+        self.question = question
+        self.rt = rt  # None only where no stage will run (a question that failed as a whole)
+        self.outputs: dict[str, StageOutput] = {}
+        self._sources: list[SourceDoc] | None = None
+        self._answerability: Answerability | None = None
+
+    def __getitem__(self, stage: str) -> StageOutput:
+        return self.outputs[stage]
+
+    def get(self, stage: str) -> StageOutput | None:
+        return self.outputs.get(stage)
+
+    def sources(self) -> list[SourceDoc]:
+        """The numbered sources the writer and the citation check read (built once per question), within
+        the writer's context bound (``hifirag_core.pipeline.context``)."""
+        if self._sources is None:
+            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
+            self._sources = stages.build_sources(self.question, self["fetch"], self["sections"],
+                                                 self["section_rank"], self.rt.cfg.generation,
+                                                 limit=stages.writer_context(self.rt))
+        return self._sources
+
+    def answerability(self) -> Answerability:
+        """Whether the sources answer the question (decided once per question, from the sources and the draft):
+        the citation check and the answer both follow it."""
+        if self._answerability is None:
+            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
+            self._answerability = stages.answerability(self.question, self.sources(), self["draft"], self.rt)
+        return self._answerability
+
+    def answer_to_cite(self) -> str | None:
+        """The writer's text for the citation check, markers and all; none when the answer abstains."""
+        assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
+        if stages.abstains(self.answerability(), self.rt):
+            return None
+        return stages.writer_text(self["draft"], self["refine"])[0]
+
+
+def _no_value(_question: Question, _records: Sequence[Record]) -> Any:
+    return None
+
+
+def _by_role(spec: StageSpec, rt: Runtime) -> str:
+    if spec.role == "filter":
+        return rt.filter_model.job_identity(spec.job or "")
+    if spec.role == "writer":
+        return rt.writer_model.job_identity(spec.job or "")
+    return ""
+
+
+Fallback = Callable[[Question, Trail, str, str], list[Record]]
+
+
+def _no_rows(_question: Question, _trail: Trail, _status: str, _message: str) -> list[Record]:
+    return []
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """Everything the orchestration knows about one stage."""
+
+    name: str
+    records: tuple[type[Record], ...]  # the record types it writes; each has its own table
+    version: str  # bump when the stage's code changes what it outputs
+    # Config fields the stage reads, when it runs or when its adapter is built ("url_filter": the whole
+    # section); nothing else keys it. What ``gather`` reads reaches the key through the inputs.
+    reads: tuple[str, ...]
+    compute: Callable[..., StageOutput]  # stages.<fn>(question, **gathered, rt=rt)
+    gather: Callable[[Trail], dict[str, Any]]  # the stage's parameters from the outputs before it
+    summary: str  # one line, for tasks and docs
+    role: Role | None = None  # the model role it calls, whose identity (model, prompt hash) keys it
+    job: str | None = None  # which of that model's jobs it asks for (its prompt: A.1 query_plan, ...)
+    io: bool = False  # talks to a backend that can be down
+    retry: StageRetry = NO_RETRY
+    fallback: Fallback = _no_rows  # the rows it leaves when it cannot run
+    rebuild: Callable[[Question, Sequence[Record]], Any] = _no_value  # ``value`` from stored rows
+    # What else its output depends on, beyond the role's identity: the search index, the pinned
+    # evidence, the few-shot examples.
+    identity: Callable[[StageSpec, Runtime], Any] = _by_role
+    # Hours a live result stays valid (search results, crawled pages); None: forever.
+    max_age_hours: Callable[[PipelineConfig], float | None] = lambda _cfg: None
+    # Replayed from another run when a run pins its evidence (``--evidence-from``); pages are replayed
+    # by URL inside the fetch stage instead, so a pinned run still fetches what the other run did not.
+    evidence: bool = False
+    # The Markdown line a person watching the question sees when the stage finishes (the service's
+    # /run stream), from its output and the outputs before it; None: the stage shows nothing.
+    step: Callable[[StageOutput, Mapping[str, StageOutput]], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.role is None) != (self.job is None):
+            raise ValueError(f"stage {self.name!r}: a model role and the job it asks for go together")
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(r.TABLE for r in self.records)
+
+    def cache_key(self, question: Question, params: Mapping[str, Any], rt: Runtime) -> str:
+        """Exactly what the output depends on: inputs, the config slice, identity, version."""
+        payload = {
+            "stage": self.name,
+            "version": self.version,
+            "config": rt.cfg.slice(*self.reads),
+            "identity": self.identity(self, rt),
+            "inputs": {k: fingerprint(v) for k, v in sorted({"question": question, **params}.items())},
+        }
+        return f"{self.name}-{stable_hash(payload, 32)}"
+
+    def failed(self, question: Question, trail: Trail, error: BaseException | str, *,
+               status: str | None = None) -> StageOutput:
+        """The output a stage leaves when it could not run: its fallback rows, and a status that says why."""
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        status = status or (error_status(error) if isinstance(error, BaseException) else "failed")
+        records = self.fallback(question, trail, status, message)
+        return self.stamp(StageOutput(records=records, value=self.rebuild(question, records), status=status,
+                                      error=message))
+
+    def run(self, question: Question, params: Mapping[str, Any], rt: Runtime) -> StageOutput:
+        """Compute the stage: its output stamped with its name and the seconds it took."""
+        began = time.perf_counter()
+        output = self.compute(question, **params, rt=rt)
+        output.compute_seconds = round(time.perf_counter() - began, 4)
+        return self.stamp(output)
+
+    def stamp(self, output: StageOutput) -> StageOutput:
+        """Put this stage's name on the output, each of its rows and each model call behind them."""
+        output.stage = self.name
+        for item in (*output.records, *output.calls):
+            item.stage = self.name
+        return output
+
+
+def fingerprint(value: Any) -> Any:
+    """What of a stage input counts for caching: content, not the run or time it came from."""
+    if isinstance(value, StageOutput):
+        return {"records": [content_row(r) for r in value.records], "status": value.status,
+                "value": fingerprint(value.value)}
+    if isinstance(value, Record):
+        return content_row(value)
+    if isinstance(value, Question):
+        return {"query": value.query}  # the id is a label; the same question is the same work
+    if isinstance(value, (list, tuple)):
+        return [fingerprint(v) for v in value]
+    return value
+
+
+# --- fallbacks and rebuilt values ---------------------------------------------------------------
+
+
+def _raw_plan(question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+    return [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
+
+
+def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
+    first = records[0] if records else None
+    return list(getattr(first, "queries", None) or [question.query])  # search the question as asked
+
+
+def _search_rank(_question: Question, trail: Trail, status: str, message: str) -> list[Record]:
+    """A failed URL filter keeps the search engine's top three."""
+    return stages.fallback_url_decisions(trail["search"], status, message) if trail.get("search") else []
+
+
+def _page_order(_question: Question, trail: Trail, status: str, message: str) -> list[Record]:
+    """A failed section ranking keeps each page's first two sections."""
+    return stages.fallback_section_decisions(trail["sections"], status, message) if trail.get("sections") else []
+
+
+def _failed_pass(_question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+    return [DraftRecord(status=status, error=message)]
+
+
+def _failed_answer(_question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+    return [AnswerRecord(status=status, error=message)]
+
+
+def _conversation(_question: Question, records: Sequence[Record]) -> Any:
+    return stages.conversation_from_json(getattr(records[0], "conversation_json", None) if records else None)
+
+
+def _refined_text(_question: Question, records: Sequence[Record]) -> Any:
+    return getattr(records[0], "text", None) if records else None
+
+
+# --- identities beyond the model role -----------------------------------------------------------
+
+
+def _search_identity(_spec: StageSpec, rt: Runtime) -> str:
+    return getattr(rt.search, "identity", rt.search.provider)
+
+
+def _fetch_identity(_spec: StageSpec, rt: Runtime) -> str:
+    # pinned evidence changes what a fetch returns
+    return f"{getattr(rt.fetcher, 'identity', rt.fetcher.name)}|evidence={rt.evidence_run}"
+
+
+def _refine_identity(spec: StageSpec, rt: Runtime) -> Any:
+    return [_by_role(spec, rt), [(e.example_id, e.question, e.answer) for e in rt.examples.examples]]
+
+
+def _live_age(kind: Literal["search", "fetch"]) -> Callable[[PipelineConfig], float | None]:
+    """Live search results and crawled pages age; the local corpus's never do."""
+
+    def hours(cfg: PipelineConfig) -> float | None:
+        if kind == "search":
+            return cfg.search.max_age_hours if cfg.backends.search != "local" else None
+        return cfg.fetch.max_age_hours if cfg.backends.fetch != "local" else None
+
+    return hours
+
+
+# --- the pipeline ---------------------------------------------------------------------------------
+
+_FILTER_MODEL = ("backends.filter_llm", "models.filter")
+_WRITER_MODEL = ("backends.writer_llm", "models.writer")
+
+PIPELINE: tuple[StageSpec, ...] = (
+    StageSpec(
+        "query_plan", (QueryPlanRecord,), "1", ("query_plan", "search.enabled", *_FILTER_MODEL),
+        stages.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
+        role="filter", job="query_plan", io=True, retry=IO_RETRY, fallback=_raw_plan, rebuild=_plan_queries,
+        evidence=True, step=lambda o, t: steps.query_plan(o),
+    ),
+    StageSpec(
+        "search", (SearchResultRecord,), "1", ("search", "backends.search", "corpus"),
+        stages.search, lambda t: {"plan": t["query_plan"]}, "Run the query plan against the search backend.",
+        io=True, retry=IO_RETRY, identity=_search_identity, max_age_hours=_live_age("search"), evidence=True,
+        step=lambda o, t: steps.search(o),
+    ),
+    StageSpec(
+        "url_filter", (UrlDecisionRecord,), "2",
+        ("url_filter", "credibility", "limits.caps", "backends.writer_llm", *_FILTER_MODEL),
+        stages.filter_urls, lambda t: {"results": t["search"]},
+        "Keep the search results worth reading, judged on title and snippet (prompt A.2).",
+        role="filter", job="url_filter", io=True, retry=IO_RETRY, fallback=_search_rank,
+        step=lambda o, t: steps.url_filter(o),
+    ),
+    StageSpec(
+        "fetch", (PageRecord,), f"2/{DETECTOR_VERSION}",
+        ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
+         "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm"),
+        stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
+        "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
+        io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
+        step=lambda o, t: steps.fetch(o),
+    ),
+    StageSpec(
+        "sections", (SectionRecord,), f"1/{SECTIONER_VERSION}", ("sectioning", "reddit"),
+        stages.split_sections, lambda t: {"pages": t["fetch"]},
+        "Parse each fetched page into heading-scoped Markdown sections.",
+        step=lambda o, t: steps.sections(o),
+    ),
+    StageSpec(
+        "section_rank", (SectionDecisionRecord,), "2", ("section_rank", "credibility", "limits.caps", *_FILTER_MODEL),
+        stages.rank_sections,
+        lambda t: {"decisions": t["url_filter"], "pages": t["fetch"], "sections": t["sections"]},
+        "Rank each page's sections from heading + first 200 characters (prompt A.3).",
+        role="filter", job="section_rank", io=True, retry=IO_RETRY, fallback=_page_order,
+        step=lambda o, t: steps.section_rank(o, t.get("sections"), t.get("fetch")),
+    ),
+    StageSpec(
+        "draft", (DraftRecord,), "1", ("generation.draft_words", "generation.prompt", "generation.mmr_lambda", *_WRITER_MODEL),
+        stages.write_draft, lambda t: {"sources": t.sources()}, "Generation pass 1 (prompt A.4).",
+        role="writer", job="draft", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_conversation,
+        step=lambda o, t: steps.draft(o),
+    ),
+    StageSpec(
+        "refine", (DraftRecord,), "1", ("generation.two_pass", "generation.examples", *_WRITER_MODEL),
+        stages.refine_answer, lambda t: {"draft": t["draft"]},
+        "Generation pass 2: few-shot style and length (prompt A.4).",
+        role="writer", job="refine", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_refined_text,
+        identity=_refine_identity, step=lambda o, t: steps.refine(o),
+    ),
+    StageSpec(
+        "citations", (CitationRecord, AnswerSentenceRecord), "3", ("citations", *_FILTER_MODEL),
+        stages.verify_citations,
+        # the writer's own text, markers and all: they are a hint the citation check may follow; an
+        # answer that abstains has nothing to cite
+        lambda t: {"answer": t.answer_to_cite(), "sources": t.sources()},
+        "Decide each answer sentence's sources and keep those that support the answer (prompt A.5).",
+        role="filter", job="citations", io=True, retry=IO_RETRY, step=lambda o, t: steps.citations(o),
+    ),
+    StageSpec(
+        "answer", (AnswerRecord,), "3", ("answerability.abstain",),
+        stages.assemble_answer,
+        lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],
+                   "decision": t.answerability(), "sources": t.sources()},
+        "Put the answer together: the refined text (or the draft), the URLs its citations kept, and whether "
+        "the sources answer the question (a not_found answer may abstain).",
+        fallback=_failed_answer,
+    ),
+)
+
+STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in PIPELINE)
+SPECS: dict[str, StageSpec] = {s.name: s for s in PIPELINE}
+# The stages other modules need by what they do rather than by name: the one that writes the answers
+# table, and the writer's passes in order (the draft, then its refinement).
+ANSWER_STAGE: str = next(s.name for s in PIPELINE if AnswerRecord in s.records)
+WRITER_STAGES: tuple[str, ...] = tuple(s.name for s in PIPELINE if s.role == "writer")
+
+
+def writer_outputs(outputs: Mapping[str, StageOutput]) -> list[StageOutput]:
+    """The writer's passes a question has finished so far, in pipeline order."""
+    return [outputs[name] for name in WRITER_STAGES if name in outputs]
+
+
+def spec(name: str) -> StageSpec:
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ValueError(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}") from None
+
+
+def stage_index(name: str) -> int:
+    return STAGE_NAMES.index(spec(name).name)
+
+
+# --- running and persisting ------------------------------------------------------------------------
+
+
+@dataclass
+class QuestionResult:
+    """One question's stage outputs, in pipeline order, with the ledger row of each."""
+
+    question: Question
+    outputs: list[StageOutput] = field(default_factory=list)
+    ledger: list[Any] = field(default_factory=list)  # StageRunRecord per output, same order
+    seconds: float = 0.0
+
+    @property
+    def cached(self) -> list[bool]:
+        return [row.cached for row in self.ledger]
+
+    @property
+    def answer(self) -> StageOutput | None:
+        return next((o for o in self.outputs if o.stage == ANSWER_STAGE), None)
+
+
+def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
+    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): stage -> output."""
+    trail = Trail(question, rt)
+    for stage in PIPELINE:
+        trail.outputs[stage.name] = stage.run(question, stage.gather(trail), rt)
+    return trail.outputs
+
+
+def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:
+    """One stage's rows for one question, each record type into its own table (an empty write still
+    replaces what an earlier attempt wrote)."""
+    for cls in spec(output.stage).records:
+        rows = [r for r in output.records if isinstance(r, cls)]
+        warehouse.write(cls.TABLE, rows, run_id=run_id, stage=output.stage, question_id=question_id)
+
+
+def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
+    """Persist every stage's rows and the LLM calls behind them (marked reused when the stage was)."""
+    qid = result.question.id
+    calls: list[LLMCallRecord] = []
+    for output, cached in zip(result.outputs, result.cached, strict=True):
+        write_output(warehouse, run_id, qid, output)
+        calls += [replace(c, cache_hit=True) if cached else c for c in output.calls]
+    warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
+    warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
+
+
+def elapsed_since(began: float) -> float:
+    return round(time.monotonic() - began, 4)

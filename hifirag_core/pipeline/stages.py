@@ -1,0 +1,623 @@
+"""The pipeline's stages as plain functions: records in, records out.
+
+Each stage takes the question and the outputs of the stages it depends on and returns a
+``StageOutput``: the rows for its warehouse table, the LLM calls it made, and (``value``) what a
+later stage needs that the warehouse does not store. Stages never raise for a bad model reply or
+a page that failed to load (those become rows with a status); they raise ``BackendError`` when a
+backend is down, so the orchestrator can retry, and then take the stage's fallback to go on with
+what the question has.
+
+What each stage reads, writes and depends on is declared in ``hifirag_core.pipeline.specs``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+
+from hifirag_core.config import GenerationConfig, caps_apply
+from hifirag_core.credibility.rerank import score_with_prior
+from hifirag_core.errors import BackendError, TransientError, error_status
+from hifirag_core.evidence.answerability import CALIBRATION, abstention_text, strip_answerability
+from hifirag_core.evidence.answerability import Decision as Answerability
+from hifirag_core.evidence.answerability import decide as decide_answerability
+from hifirag_core.evidence.attribution import (
+    attribute_sentences,
+    marked_sentences,
+    render_citations,
+    strip_markers,
+)
+from hifirag_core.pipeline.context import ContextLimit, context_limit
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.questions import Question
+from hifirag_core.records import (
+    OK,
+    AnswerRecord,
+    AnswerSentenceRecord,
+    CitationRecord,
+    DraftRecord,
+    LLMCallRecord,
+    PageRecord,
+    QueryPlanRecord,
+    Record,
+    SearchResultRecord,
+    SectionDecisionRecord,
+    SectionRecord,
+    UrlDecisionRecord,
+    utcnow,
+)
+from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
+from hifirag_core.sectioning import parse_sections
+from hifirag_core.sectioning.pdf import parse_pdf_sections
+from hifirag_core.text import split_sentences, word_count
+from hifirag_core.types import (
+    RETRYABLE_FETCH_STATUSES,
+    ChatTurn,
+    Conversation,
+    Decision,
+    FetchResult,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
+from hifirag_core.web.blocked import detect_blocked
+from hifirag_core.web.reddit import (
+    RedditError,
+    RedditThreadNotFound,
+    is_thread_url,
+    select_tree,
+    thread_from_json,
+    thread_sections,
+    thread_to_json,
+)
+
+# Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
+PAGE_PARALLELISM = 8
+
+
+# --- fallbacks: what a question goes on with when a stage could not run ----------------------
+
+
+def fallback_url_decisions(search: StageOutput, status: str, message: str) -> list[Record]:
+    """The search engine's top three, in its order."""
+    out: list[Record] = []
+    for rank, hit in enumerate(_merged_hits(search), 1):
+        out.append(UrlDecisionRecord(url=hit.url or "", title=hit.title, snippet=hit.snippet, search_rank=rank,
+                                     kept=rank <= 3, order=rank if rank <= 3 else None,
+                                     method="fallback-search-rank", status=status, error=message))
+    return out
+
+
+def fallback_section_decisions(sections: StageOutput, status: str, message: str) -> list[Record]:
+    """Each page's first two sections, in page order."""
+    out: list[Record] = []
+    per_page: dict[str, int] = {}
+    for sec in sections.records:
+        assert isinstance(sec, SectionRecord)
+        n = per_page[sec.url] = per_page.get(sec.url, 0) + 1
+        out.append(SectionDecisionRecord(url=sec.url, section_id=sec.section_id, heading=sec.heading,
+                                         kept=n <= 2, rank=n if n <= 2 else None,
+                                         method="fallback-page-order", status=status, error=message))
+    return out
+
+
+# --- the stages -------------------------------------------------------------------------------
+
+
+def plan_query(question: Question, rt: Runtime) -> StageOutput:
+    cfg = rt.cfg.query_plan
+    if not cfg.enabled or not rt.cfg.search.enabled:
+        record = QueryPlanRecord(queries=[question.query], method="raw")
+        return StageOutput(records=[record], value=[question.query])
+    decision = rt.filter_model.plan_queries(question.query, max_queries=cfg.max_queries)
+    queries = [q for q in decision.value if q.strip()] or [question.query]
+    record = QueryPlanRecord(queries=queries, method=decision.method, status=decision.status, error=decision.error,
+                             model=getattr(rt.filter_model, "model", None),
+                             prompt_hash=getattr(rt.filter_model, "prompt_hashes", {}).get("query_plan"))
+    return StageOutput(records=[record], calls=list(decision.calls), value=queries)
+
+
+def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
+    if not rt.cfg.search.enabled:
+        return StageOutput(records=[], status="skipped")
+    queries: list[str] = plan.value or [question.query]
+    records: list[Record] = []
+    errors: list[BackendError] = []
+    for qi, query in enumerate(queries):
+        try:
+            hits = rt.search.search(query, num=rt.cfg.search.results_per_query)
+        except BackendError as exc:
+            errors.append(exc)
+            records.append(SearchResultRecord(query=query, query_index=qi, provider=rt.search.provider,
+                                              status="failed", error=f"{type(exc).__name__}: {exc}"))
+            continue
+        records.extend(
+            SearchResultRecord(query=query, query_index=qi, rank=rank, title=h.title, url=h.url, snippet=h.snippet,
+                               provider=rt.search.provider)
+            for rank, h in enumerate(hits, 1)
+        )
+    if errors and len(errors) == len(queries) and all(isinstance(e, TransientError) for e in errors):
+        raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
+    status = (error_status(errors[0]) if errors and len(errors) == len(queries) else OK)
+    return StageOutput(records=records, status=status, error=records[0].error if status != OK else None)
+
+
+def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
+    """Results of all queries interleaved by rank, each URL once."""
+    ok = [r for r in search.records if isinstance(r, SearchResultRecord) and r.ok and r.url]
+    ok.sort(key=lambda r: (r.rank or 0, r.query_index))
+    seen: set[str] = set()
+    merged = []
+    for r in ok:
+        key = r.url.split("#", 1)[0]
+        if key not in seen:
+            seen.add(key)
+            merged.append(r)
+    return merged
+
+
+def _similarities(question: str, texts: list[str], scores: list[float] | None, rt: Runtime) -> list[float]:
+    """The decision's own relevance scores, or (for an LLM's list) MiniLM cosine to the question."""
+    if scores is not None:
+        return list(scores)
+    return [float(x) for x in rt.embedder.encode(texts) @ rt.embedder.encode_one(question)] if texts else []
+
+
+def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageOutput:
+    """Keep the URLs worth reading; with the credibility prior, order them by similarity x prior.
+
+    Every row carries its source type and prior (and, with the prior on, its final score), so
+    runs with and without the prior compare row by row.
+    """
+    hits = _merged_hits(results)
+    if not hits:
+        return StageOutput(records=[], status="no_results" if results.status == OK else results.status)
+    cfg = rt.cfg.url_filter
+    cred = rt.cfg.credibility
+    texts = [f"{h.title or ''}. {h.snippet or ''}" for h in hits]
+    # the offline default's own cap; a model keeps what it keeps, and with the filter off every result is read
+    max_urls = cfg.max_urls if caps_apply(rt.cfg, "filter" if cfg.enabled else "writer") else len(hits)
+    if not cfg.enabled:
+        kept, scores, method, calls = list(range(min(len(hits), max_urls))), None, "off", []
+        status, error = OK, None
+    else:
+        candidates = [UrlCandidate(h.url or "", h.title or "", h.snippet or "") for h in hits]
+        decision = rt.filter_model.select_urls(question.query, candidates, max_urls=max_urls)
+        kept, scores, method, calls = decision.value, decision.scores, decision.method, decision.calls
+        status, error = decision.status, decision.error
+    sims = _similarities(question.query, texts, scores, rt) if cred.enabled else scores
+    priors = score_with_prior([h.url or "" for h in hits], sims or [0.0] * len(hits), cred,
+                              vectors=rt.embedder.encode(texts) if cred.enabled and cred.smoothing else None)
+    if cred.enabled:
+        final = np.array([p.final_score for p in priors], dtype=np.float32)
+        if scores is not None and cfg.enabled:  # a scoring method: choose again on the weighted scores
+            kept = keep_relative(final, min_relative=cfg.min_relative_score, limit=max_urls)
+        else:  # a model's list: keep its choice, in the order of the weighted similarity
+            kept = sorted(kept, key=lambda i: -final[i])
+        method = f"{method}+prior"
+    order = {idx: pos for pos, idx in enumerate(kept, 1)}
+    records: list[Record] = [
+        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet, search_rank=i + 1, kept=i in order,
+                          order=order.get(i), score=scores[i] if scores else None, method=method,
+                          source_type=priors[i].source_type, prior=priors[i].prior,
+                          final_score=priors[i].final_score if cred.enabled else None, status=status, error=error)
+        for i, h in enumerate(hits)
+    ]
+    return StageOutput(records=records, calls=list(calls), status=status, error=error)
+
+
+def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
+    kept = [r for r in decisions.records if isinstance(r, UrlDecisionRecord) and r.kept]
+    return sorted(kept, key=lambda r: r.order or 0)
+
+
+def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
+    """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
+
+    The fetchers keep their own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
+    """
+    capped = caps_apply(rt.cfg, "filter" if rt.cfg.url_filter.enabled else "writer")
+    kept = kept_urls(decisions)
+    chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, 1))
+    records: dict[int, PageRecord] = {}
+    to_fetch = []
+    for order, decision in chosen:
+        reused, source = None, None
+        if rt.evidence_pages is not None and decision.url in rt.evidence_pages:
+            reused, source = rt.evidence_pages[decision.url], f"evidence:{rt.evidence_run}"
+        elif rt.page_cache is not None:
+            reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
+        if reused is not None:
+            page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
+            # a page cached before the detector knew its shape is judged now (pinned evidence stays as it was)
+            records[order] = _screened(page, rt.blobs.get(page.content_sha256)) \
+                if source == "page-cache" and page.content_sha256 else page
+        else:
+            to_fetch.append((order, decision))
+
+    def fetch_one(order: int, decision: UrlDecisionRecord) -> PageRecord:
+        result = _fetch_thread(decision.url, rt) if rt.reddit and is_thread_url(decision.url) else \
+            rt.fetcher.fetch(decision.url)
+        page = PageRecord(
+            url=decision.url, order=order, final_url=result.final_url, fetcher=result.fetcher, kind=result.kind,
+            http_status=result.http_status, content_type=result.content_type,
+            n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
+            fetched_at=utcnow(), status=result.status, error=result.error,
+        )
+        page = _screened(page, result.body if result.status == "ok" else None)
+        if page.ok and result.body is not None:
+            page.content_sha256 = rt.blobs.put(result.body)
+        if rt.page_cache is not None:
+            rt.page_cache.put(page)
+        return page
+
+    if to_fetch:
+        with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(to_fetch))) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, fetch_one, order, d) for order, d in to_fetch]
+            for future in futures:
+                page = future.result()
+                records[page.order] = page
+    ordered: list[Record] = [records[order] for order, _ in chosen]
+    failed = [r for r in ordered if not r.ok]
+    if ordered and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+        raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
+    return StageOutput(records=ordered)
+
+
+def _screened(page: PageRecord, body: bytes | None) -> PageRecord:
+    """The page as ``blocked``, with no content, when its body stands in for the content; else as is."""
+    if body is None or page.status != OK:
+        return page
+    verdict = detect_blocked(body, url=page.final_url or page.url, kind=page.kind, encoding=_charset(page.content_type))
+    if verdict is None:
+        return page
+    return replace(page, status="blocked", error=verdict.message, block_reason=verdict.code, content_sha256=None)
+
+
+def _fetch_thread(url: str, rt: Runtime) -> FetchResult:
+    """A Reddit thread through the Reddit source, stored as the thread's JSON (comment tree and all)."""
+    assert rt.reddit is not None
+    try:
+        thread = rt.reddit.thread(url)
+    except RedditThreadNotFound as exc:
+        return FetchResult(url=url, status="not_found", fetcher=rt.reddit.name, error=str(exc))
+    except (BackendError, RedditError) as exc:
+        return FetchResult(url=url, status=error_status(exc) if isinstance(exc, BackendError) else "failed",
+                           fetcher=rt.reddit.name, error=f"{type(exc).__name__}: {exc}")
+    return FetchResult(url=url, status="ok", fetcher=rt.reddit.name, final_url=thread.url, http_status=200,
+                       content_type="application/json", body=thread_to_json(thread), kind="reddit")
+
+
+def _charset(content_type: str | None) -> str | None:
+    match = re.search(r"charset=([\w.-]+)", content_type or "", re.IGNORECASE)
+    return match.group(1) if match else None
+
+
+def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> StageOutput:
+    records: list[Record] = []
+    for page in pages.records:
+        assert isinstance(page, PageRecord)
+        if not page.ok or page.content_sha256 is None:
+            continue
+        body = rt.blobs.get(page.content_sha256)
+        if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
+            parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+        elif page.kind == "pdf":
+            parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
+        else:
+            parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
+                                    config=rt.cfg.sectioning)
+        records.extend(
+            SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
+                          heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
+                          n_words=s.n_words)
+            for s in parsed.sections
+        )
+        if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
+            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
+    return StageOutput(records=records)
+
+
+def section_preview(section: SectionRecord, chars: int) -> str:
+    """What the ranker sees: the heading path and the first ``chars`` characters of the text."""
+    path = " > ".join(section.heading_path) or "(untitled)"
+    return f"{path}: {(section.text or '')[:chars]}"
+
+
+def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
+                  rt: Runtime) -> StageOutput:
+    """Rank each page's sections; the pages are judged in parallel (one model call each, as in A.3)."""
+    cfg = rt.cfg.section_rank
+    snippets = {r.url: r for r in kept_urls(decisions)}
+    by_url: dict[str, list[SectionRecord]] = {}
+    for sec in sections.records:
+        if isinstance(sec, SectionRecord) and sec.ok and sec.text:
+            by_url.setdefault(sec.url, []).append(sec)
+    work = [(page, by_url[page.url]) for page in pages.records
+            if isinstance(page, PageRecord) and by_url.get(page.url)]
+    capped = caps_apply(rt.cfg, "filter")  # the offline default's own caps; a model keeps what it keeps
+    per_page = cfg.max_sections_per_page if capped else None
+
+    def judge(page: PageRecord, secs: list[SectionRecord]) -> tuple[list[SectionPreview], Decision[list[int]]]:
+        previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
+        if not cfg.enabled:
+            return previews, Decision(list(range(len(secs))), method="off")
+        hit = snippets.get(page.url)
+        overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
+        return previews, rt.filter_model.rank_sections(question.query, overview, previews,
+                                                       max_sections=per_page or len(previews))
+
+    # Each call carries this context (the question's deadline) into its worker thread.
+    with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, judge, page, secs) for page, secs in work]
+        judged = [f.result() for f in futures]
+    records: list[SectionDecisionRecord] = []
+    calls: list[LLMCallRecord] = []
+    cred = rt.cfg.credibility
+    for (page, secs), (previews, decision) in zip(work, judged, strict=True):
+        calls.extend(decision.calls)
+        rank = {idx: pos for pos, idx in enumerate(decision.value, 1)}
+        texts = [p.preview for p in previews]
+        sims = _similarities(question.query, texts, decision.scores, rt) if cred.enabled else decision.scores
+        priors = score_with_prior([page.url] * len(secs), sims or [0.0] * len(secs), cred)
+        records.extend(
+            SectionDecisionRecord(url=page.url, section_id=s.section_id, source_order=page.order, heading=s.heading,
+                                  preview=p.preview, kept=i in rank, rank=rank.get(i),
+                                  score=decision.scores[i] if decision.scores else None,
+                                  method=decision.method + ("+prior" if cred.enabled else ""),
+                                  source_type=priors[i].source_type, prior=priors[i].prior,
+                                  final_score=priors[i].final_score if cred.enabled else None)
+            for i, (s, p) in enumerate(zip(secs, previews, strict=True))
+        )
+    _cap_total(records, cfg.max_sections_total if cfg.enabled and capped else None)
+    bad = [d.status for _, d in judged if d.status != OK]
+    status = bad[0] if judged and len(bad) == len(judged) else OK
+    return StageOutput(records=list(records), calls=list(calls), status=status)
+
+
+def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
+    """Keep at most ``limit`` sections over all pages: the best (weighted) scores, else page order then rank."""
+    kept = [r for r in records if r.kept]
+    if limit is None or len(kept) <= limit:
+        return
+    if all(r.final_score is not None for r in kept):  # the credibility prior is on
+        kept.sort(key=lambda r: -(r.final_score or 0.0))
+    elif all(r.score is not None for r in kept):
+        kept.sort(key=lambda r: -(r.score or 0.0))
+    else:
+        kept.sort(key=lambda r: (r.rank or 0, r.source_order))
+    for r in kept[limit:]:
+        r.kept, r.rank = False, None
+
+
+def build_sources(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,
+                  cfg: GenerationConfig, limit: ContextLimit | None = None) -> list[SourceDoc]:
+    """Number the pages that kept sections [1..n], each with its kept sections, best first.
+
+    With ``sentence_select=bm25`` each section keeps only its sentences closest to the question (in
+    their original order). Then the content is bounded by ``limit`` (default: the offline cap,
+    ``max_context_chars``, every section trimmed alike); a model's bound keeps the best-ranked sections
+    whole, rank by rank across the pages, and cuts the one that overflows at a sentence's end.
+    """
+    limit = limit or ContextLimit(cfg.max_context_chars, True, "generation.max_context_chars")
+    text_of = {s.section_id: s for s in sections.records if isinstance(s, SectionRecord) and s.ok}
+    kept_by_url: dict[str, list[SectionDecisionRecord]] = {}
+    for d in ranking.records:
+        if isinstance(d, SectionDecisionRecord) and d.kept and d.section_id in text_of:
+            kept_by_url.setdefault(d.url, []).append(d)
+    ordered = [p for p in pages.records if isinstance(p, PageRecord) and p.url in kept_by_url]
+    ordered.sort(key=lambda p: p.order)
+    texts = {sid: sec.text or "" for sid, sec in text_of.items()}
+    if cfg.sentence_select == "bm25":
+        texts = {sid: select_sentences(question.query, text, cfg.sentences_per_section) for sid, text in texts.items()}
+    by_page = {p.url: sorted(kept_by_url[p.url], key=lambda d: d.rank or 0) for p in ordered}
+    if limit.proportional:
+        total = sum(len(texts[d.section_id]) for ds in by_page.values() for d in ds)
+        share = min(1.0, limit.chars / total) if total else 1.0  # trim every section alike to fit the context
+        sent = {d.section_id: texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))]
+                for ds in by_page.values() for d in ds}
+    else:
+        sent = _fill_context([(p.order, by_page[p.url]) for p in ordered], texts, limit.chars)
+    sources = []
+    for page in ordered:
+        decisions = [d for d in by_page[page.url] if d.section_id in sent]
+        if not decisions:
+            continue
+        secs = tuple(SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path), sent[d.section_id],
+                                   d.score) for d in decisions)
+        sources.append(SourceDoc(len(sources) + 1, page.url, page.title or "", decisions[0].preview, secs))
+    return sources
+
+
+def writer_context(rt: Runtime) -> ContextLimit:
+    """The bound on the writer's web content in this run, now (``hifirag_core.pipeline.context``)."""
+    return context_limit(rt.cfg, rt.guards.budget if rt.guards is not None else None)
+
+
+def _fill_context(pages: list[tuple[int, list[SectionDecisionRecord]]], texts: dict[str, str],
+                  max_chars: int) -> dict[str, str]:
+    """Section id -> text sent: every page's best section first, then every page's second, ... until
+    ``max_chars``; the section that overflows is cut after its last whole sentence that fits."""
+    queue = sorted(((rank, order, d.section_id) for order, ds in pages for rank, d in enumerate(ds)))
+    sent: dict[str, str] = {}
+    left = max_chars
+    for _, _, sid in queue:
+        text = texts[sid]
+        if len(text) <= left:
+            sent[sid], left = text, left - len(text)
+            continue
+        cut = ""
+        for sentence in split_sentences(text):
+            if len(cut) + len(sentence) + 1 > left:
+                break
+            cut = f"{cut} {sentence}".strip()
+        if cut:
+            sent[sid] = cut
+        break
+    return sent
+
+
+def select_sentences(question: str, text: str, k: int) -> str:
+    """The ``k`` sentences of ``text`` that BM25 scores highest for ``question``, in text order."""
+    sentences = split_sentences(text)
+    if len(sentences) <= k:
+        return text
+    scores = bm25_scores(question, sentences)
+    keep = sorted(sorted(range(len(sentences)), key=lambda i: -scores[i])[:k])
+    return " ".join(sentences[i] for i in keep)
+
+
+def writer_asked(rt: Runtime) -> bool:
+    """Whether the writer was asked to say if the sources answer the question (an LLM writer with abstention on)."""
+    return bool(getattr(rt.writer_model, "asks_answerability", False))
+
+
+def _writer_text(text: str | None, rt: Runtime) -> str | None:
+    """A writer pass's text without the answerability line it was asked to add."""
+    return strip_answerability(text) if text and writer_asked(rt) else text
+
+
+def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    decision = rt.writer_model.draft(question.query, sources, max_words=rt.cfg.generation.draft_words)
+    text = _writer_text(decision.value.last_reply, rt) if decision.status == OK else None
+    record = DraftRecord(text=text, n_words=word_count(text) if text else None,
+                         source_urls=[s.url for s in sources], method=decision.method,
+                         model=getattr(rt.writer_model, "model", None),
+                         prompt_hash=getattr(rt.writer_model, "prompt_hashes", {}).get("draft"),
+                         conversation_json=conversation_to_json(decision.value),
+                         status=decision.status, error=decision.error)
+    return StageOutput(records=[record], calls=list(decision.calls), value=decision.value,
+                       status=decision.status, error=decision.error)
+
+
+def conversation_to_json(conversation: Conversation) -> str:
+    return json.dumps([{"role": t.role, "text": t.text} for t in conversation.turns], ensure_ascii=False)
+
+
+def conversation_from_json(text: str | None) -> Conversation | None:
+    if not text:
+        return None
+    return Conversation(tuple(ChatTurn(t["role"], t["text"]) for t in json.loads(text)))
+
+
+def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageOutput:
+    if not rt.cfg.generation.two_pass:
+        return StageOutput(records=[DraftRecord(status="skipped")], status="skipped")
+    conversation = draft.value
+    if draft.status != OK or not isinstance(conversation, Conversation) or not conversation.last_reply:
+        record = DraftRecord(status="skipped", error="no draft to refine")
+        return StageOutput(records=[record], status="skipped")
+    decision = rt.writer_model.refine(question.query, conversation, list(rt.examples.examples))
+    text = _writer_text(decision.value, rt) if decision.status == OK else None
+    draft_record = draft.records[0]
+    assert isinstance(draft_record, DraftRecord)
+    record = DraftRecord(text=text, n_words=word_count(text) if text else None,
+                         source_urls=draft_record.source_urls, method=decision.method,
+                         model=getattr(rt.writer_model, "model", None),
+                         prompt_hash=getattr(rt.writer_model, "prompt_hashes", {}).get("refine"),
+                         status=decision.status, error=decision.error)
+    return StageOutput(records=[record], calls=list(decision.calls), value=text,
+                       status=decision.status, error=decision.error)
+
+
+def writer_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The writer's text as it wrote it (with any ``[n]`` markers) and the pass it came from: the
+    refine pass if it produced one."""
+    for out in (refined, draft):
+        rec = out.records[0] if out.records else None
+        if isinstance(rec, DraftRecord) and rec.ok and rec.text:
+            return rec.text, out.stage
+    return None, None
+
+
+def final_text(draft: StageOutput, refined: StageOutput) -> tuple[str | None, str | None]:
+    """The answer's text as the user reads it (markers removed) and the pass it came from."""
+    text, stage = writer_text(draft, refined)
+    return (strip_markers(text).strip(), stage) if text else (None, None)
+
+
+def verify_citations(question: Question, answer: str | None, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    """Each sentence of the answer with the source that backs it (A.5), and each source cited or not.
+
+    ``answer`` is the writer's text with its ``[n]`` markers, which the check may follow. With the check
+    off (the paper's ablation rows), the markers are the citations, unchecked (method ``writer+marker``).
+    """
+    if not answer or not sources:
+        return StageOutput(records=[], status="skipped")
+    numbers = [s.index for s in sources]
+    if rt.cfg.citations.enabled:
+        decision = rt.filter_model.verify_citations(question.query, answer, sources)
+    else:
+        decision = Decision(attribute_sentences(marked_sentences(answer), numbers, None, allowed=numbers,
+                                                min_support=None, method="writer", cite_unmarked=False),
+                            method="writer-markers")
+    url = {s.index: s.url for s in sources}
+    citing: dict[int, list[int]] = {}
+    for sentence in decision.value:
+        for n in sentence.sources:
+            citing.setdefault(n, []).append(sentence.index)
+    records: list[Record] = [
+        CitationRecord(source_index=s.index, url=s.url, title=s.title, cited=s.index in citing,
+                       support=decision.scores[j] if decision.scores else None,
+                       supported_sentences=citing.get(s.index, []), method=decision.method,
+                       status=decision.status, error=decision.error)
+        for j, s in enumerate(sources)
+    ]
+    records += [
+        AnswerSentenceRecord(sentence_index=c.index, sentence=c.text, source_indices=list(c.sources),
+                             urls=[url[n] for n in c.sources], support=c.support, marked=list(c.marked),
+                             method=c.method, status=decision.status, error=decision.error)
+        for c in decision.value
+    ]
+    return StageOutput(records=records, calls=list(decision.calls), status=decision.status,
+                       error=decision.error)
+
+
+def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
+    """Whether the sources answer the question: the writer's own verdict when it was asked for one
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``)."""
+    cfg = rt.cfg.answerability
+    conversation = draft.value if isinstance(draft.value, Conversation) else None
+    return decide_answerability(
+        question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
+        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+
+def abstains(decision: Answerability, rt: Runtime) -> bool:
+    """Whether the answer says the sources do not answer instead of answering (and so cites nothing)."""
+    return rt.cfg.answerability.abstain and decision.verdict == "not_found"
+
+
+def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
+                    decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
+    """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
+    answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
+    closest sources under "See also" and cites nothing."""
+    text, from_stage = final_text(draft, refined)
+    verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
+               "answerability_reason": decision.reason, "answerability_method": decision.method,
+               "answerability_signals": decision.signals_json()}
+    sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
+                       key=lambda r: r.sentence_index)
+    if abstains(decision, rt):
+        said, see_also = abstention_text(sources)
+        record = AnswerRecord(text=said, n_words=word_count(said), from_stage="abstain", abstained=True,
+                              see_also_urls=see_also, **verdict)
+    elif text:
+        cited_text, cited = render_citations(text, [(r.sentence, r.urls) for r in sentences])
+        record = AnswerRecord(text=text, n_words=word_count(text), cited_urls=cited, cited_text=cited_text,
+                              from_stage=from_stage, **verdict)
+    else:
+        why = next((o.error for o in (refined, draft) if o.error), None) or "no answer text was produced"
+        record = AnswerRecord(status="no_answer", error=why, **verdict)
+    return StageOutput(records=[record], status=record.status, error=record.error)
+

@@ -1,0 +1,156 @@
+"""The HTTP side of the service: the FastAPI app over one ``Service``, its body limit, and serving it.
+
+``GET /health``, ``POST /evaluate`` and the streaming ``POST /run`` of the MMU-RAGent contract
+(``hifirag_core.serving.contract``); bad bodies get 422 with what to send, a full service 503 with
+``Retry-After``, an oversized body 413.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
+from hifirag_core.serving.service import Service, Ticket, log
+
+
+class BodyLimit:
+    """Refuse request bodies over ``max_bytes`` with 413, whether announced by Content-Length or not."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        announced = dict(scope.get("headers") or []).get(b"content-length")
+        if announced is not None and announced.isdigit() and int(announced) > self.max_bytes:
+            await _too_large(self.max_bytes)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:  # raised inside the route's body read; answered by the handler below
+                raise StarletteHTTPException(413, _too_large_text(self.max_bytes))
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _too_large_text(max_bytes: int) -> str:
+    return f"the request body is larger than {max_bytes:,} bytes; send a shorter question"
+
+
+def _too_large(max_bytes: int) -> JSONResponse:
+    return JSONResponse({"error": _too_large_text(max_bytes)}, status_code=413)
+
+
+def _error(status: int, message: str, detail: list[str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
+
+
+def create_app(service: Service) -> ASGIApp:
+    """The ASGI app (FastAPI) over one :class:`Service`, behind the body size limit."""
+    settings = service.settings
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        await service.start()
+        yield
+        await service.stop()
+
+    app = FastAPI(title="HiFi-RAG (MMU-RAGent API)", lifespan=lifespan,
+                  description="The MMU-RAGent text-to-text contract over the HiFi-RAG pipeline.")
+
+    async def body(request: Request, model):
+        raw = await request.body()
+        try:
+            limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
+            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields})
+        except BadRequest as exc:
+            return _error(422, f"invalid request body: {exc}", detail=exc.problems)
+
+    def busy() -> JSONResponse:
+        wait = service.gate.retry_after()
+        return JSONResponse({"error": f"the service is answering {service.gate.capacity} questions, its limit; "
+                                      f"retry in about {wait} s", "retry_after_s": wait},
+                            status_code=503, headers={"Retry-After": str(wait)})
+
+    @app.get("/health")
+    async def health() -> dict:
+        """Liveness and what the service runs."""
+        return service.health()
+
+    @app.post("/evaluate", openapi_extra=_body_schema(EvaluateRequest))
+    async def evaluate(request: Request) -> Response:
+        """The static evaluation: ``{"query", "iid"}`` -> ``{"query_id", "generated_response"}``."""
+        parsed = await body(request, EvaluateRequest)
+        if isinstance(parsed, Response):
+            return parsed
+        ticket = service.admit(parsed.query, "/evaluate", parsed.iid)
+        if ticket is None:
+            return busy()
+        text = await service.evaluate(ticket)
+        return JSONResponse({"query_id": parsed.iid, "generated_response": text},
+                            headers=_ids(ticket))
+
+    @app.post("/run", openapi_extra=_body_schema(RunRequest))
+    async def run(request: Request) -> Response:
+        """The streaming answer: ``{"question"}`` -> ``data: {json}`` messages until ``complete``."""
+        parsed = await body(request, RunRequest)
+        if isinstance(parsed, Response):
+            return parsed
+        ticket = service.admit(parsed.question, "/run")
+        if ticket is None:
+            return busy()
+        return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
+        return _error(500, "internal error; the service log has the details")
+
+    return BodyLimit(app, settings.max_body_bytes)
+
+
+def _ids(ticket: Ticket) -> dict[str, str]:
+    """Where the request's rows are (outside the contract's body, so any client may ignore them)."""
+    return {"X-HiFiRAG-Run-Id": ticket.plan.run_id, "X-HiFiRAG-Question-Id": quote(ticket.question.id, safe="")}
+
+
+def _body_schema(model) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
+def serve(service: Service, host: str, port: int) -> None:
+    """Run the service until it is stopped (SIGINT/SIGTERM): in-flight questions finish and are recorded."""
+    import uvicorn
+
+    from hifirag_core.secrets import RedactingFilter
+
+    for name in ("uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).addFilter(RedactingFilter())
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False  # Prefect's logging setup would otherwise decide whether these lines show
+    uvicorn.run(create_app(service), host=host, port=port, log_level="info",
+                timeout_graceful_shutdown=int(service.settings.deadline_s) + 30)

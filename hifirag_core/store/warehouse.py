@@ -1,0 +1,302 @@
+"""The warehouse: the one writer of stage records, and DuckDB views over them.
+
+Layout under the data root::
+
+    tables/<table>/run_id=<run>/<stage>--<question-key>.parquet   one file per (run, stage, question)
+    tables/<table>/run_id=<run>/_compacted.parquet                a finished run's files, merged
+    hifirag.duckdb                                                 the views, for external SQL tools
+
+Writes are idempotent: the file name is a function of (table, run, stage, question), and a file
+is written to a temporary name and renamed into place, so writing the same key twice leaves one
+copy and a crash never leaves half a file where a query can see it. Writes and compaction of a
+partition hold its file lock, so two processes writing at once never lose or duplicate a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hifirag_core.hashing import text_hash
+from hifirag_core.records import Record, arrow_schema, to_table
+from hifirag_core.records.tables import TABLES
+from hifirag_core.resources import views_folder
+
+COMPACTED = "_compacted.parquet"
+T = TypeVar("T")
+ALL_STAGES = "all"
+# Tables written whole per question (every stage's rows at once), keyed by question only.
+PER_QUESTION_TABLES = frozenset({"llm_calls", "stage_runs"})
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+}
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse operation that cannot be done as asked (bad run id, bad SQL, ...)."""
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.match(run_id):
+        raise WarehouseError(
+            f"run id {run_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "
+            "and start with a letter or digit"
+        )
+    return run_id
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+class Warehouse:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.tables_dir = self.root / "tables"
+        self.duckdb_path = self.root / "hifirag.duckdb"
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def partition(self, table: str, run_id: str) -> Path:
+        return self.tables_dir / table / f"run_id={check_run_id(run_id)}"
+
+    @staticmethod
+    def _key_file(stage: str | None, question_id: str) -> str:
+        key = text_hash(question_id, 16) if question_id else "run"
+        return f"{stage or ALL_STAGES}--{key}.parquet"
+
+    def write(self, table: str, records: Sequence[Record], *, run_id: str, stage: str | None,
+              question_id: str = "") -> int:
+        """Persist one stage's rows for one question, replacing any earlier write of the same key.
+
+        ``stage=None`` writes every stage's rows of the question at once (the rows keep their own
+        ``stage``), for tables written whole per question: ``llm_calls`` and ``stage_runs``.
+
+        The run id, the question id and (unless ``stage=None``) the stage are stamped on every row (the
+        records themselves are not changed, so they still fingerprint the same); a row that names
+        another stage is refused, since a later write of its stage could not replace it. Rows may be
+        empty (the stage ran and produced nothing), which still replaces what an earlier attempt wrote.
+        """
+        stamps = {"question_id": question_id} if question_id else {}
+        if stage is not None:
+            other = sorted({r.stage for r in records if r.stage and r.stage != stage})
+            if other:
+                raise WarehouseError(f"{table}: rows of stage {', '.join(other)} written as stage {stage!r}")
+            stamps["stage"] = stage
+        # the partition directory carries the run id
+        arrow = to_table(list(records), TABLES[table], **stamps).drop_columns(["run_id"])
+        arrow = arrow.append_column(
+            "_written_at", pa.array([datetime.now(UTC)] * arrow.num_rows, pa.timestamp("us", tz="UTC"))
+        )
+        part = self.partition(table, run_id)
+        part.mkdir(parents=True, exist_ok=True)
+        with self._lock(part):  # so a concurrent compaction never deletes this write
+            compacted = part / COMPACTED
+            if compacted.exists():
+                self._drop_from_compacted(compacted, stage, question_id)
+            self._atomic_write(arrow, part / self._key_file(stage, question_id))
+        return arrow.num_rows
+
+    @staticmethod
+    def _atomic_write(arrow: pa.Table, target: Path) -> None:
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        pq.write_table(arrow, tmp, compression="zstd")
+        os.replace(tmp, target)
+
+    @contextlib.contextmanager
+    def _lock(self, part: Path) -> Iterator[None]:
+        with open(part / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _drop_from_compacted(self, compacted: Path, stage: str | None, question_id: str) -> None:
+        """Remove a key's rows from the compacted file before that key is written again."""
+        merged = pq.read_table(compacted)
+        same = pc.equal(merged["question_id"], question_id)
+        if stage is not None:
+            same = pc.and_(pc.equal(merged["stage"], stage), same)
+        if pc.any(same).as_py():
+            self._atomic_write(merged.filter(pc.invert(same)), compacted)
+
+    def uncompact_run(self, run_id: str) -> int:
+        """Split a finished run's compacted files back into one file per key, before it is written again.
+
+        Writing a key of a compacted run means rewriting the compacted file without it; done for every
+        key of a rerun, that is quadratic. Split once, and the rerun's writes replace plain files.
+        """
+        split = 0
+        for part in self._partitions(run_id):
+            with self._lock(part):
+                compacted = part / COMPACTED
+                if not compacted.exists():
+                    continue
+                merged = pq.read_table(compacted)
+                per_question = part.parent.name in PER_QUESTION_TABLES
+                keys = merged.select(["question_id"] if per_question else ["stage", "question_id"])
+                groups: dict[tuple, list[int]] = {}
+                for i, key in enumerate(zip(*(keys[c].to_pylist() for c in keys.column_names), strict=True)):
+                    groups.setdefault(key, []).append(i)
+                for key, rows in groups.items():
+                    stage, qid = (None, key[0]) if per_question else key
+                    target = part / self._key_file(stage, qid)
+                    if not target.exists():  # a key file written since compaction is newer
+                        self._atomic_write(merged.take(rows), target)
+                        split += 1
+                compacted.unlink()
+        return split
+
+    def _partitions(self, run_id: str) -> list[Path]:
+        if not self.tables_dir.exists():
+            return []
+        check_run_id(run_id)
+        return [p / f"run_id={run_id}" for p in sorted(self.tables_dir.iterdir())
+                if (p / f"run_id={run_id}").is_dir()]
+
+    def compact_run(self, run_id: str) -> int:
+        """Merge each table's small files for a run into one; returns the files removed."""
+        removed = 0
+        if not self.tables_dir.exists():
+            return 0
+        for table_dir in sorted(p for p in self.tables_dir.iterdir() if p.is_dir()):
+            part = table_dir / f"run_id={check_run_id(run_id)}"
+            if not part.exists():
+                continue
+            with self._lock(part):
+                files = sorted(p for p in part.glob("*.parquet") if p.name != COMPACTED)
+                if not files:
+                    continue
+                sources = files + ([part / COMPACTED] if (part / COMPACTED).exists() else [])
+                merged = pa.concat_tables([pq.read_table(p) for p in sources], promote_options="permissive")
+                self._atomic_write(merged, part / COMPACTED)
+                for p in files:
+                    p.unlink()
+                removed += len(files)
+        return removed
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def read_records(self, table: str, run_id: str) -> list[Record]:
+        """Every row of one run's table, as records again (for reuse by a later run)."""
+        cls = TABLES[table]
+        part = self.partition(table, run_id)
+        files = sorted(part.glob("*.parquet")) if part.exists() else []
+        if not files:
+            return []
+        names = {f.name for f in dataclasses.fields(cls)}
+        records = []
+        for path in files:
+            for row in pq.read_table(path).to_pylist():
+                records.append(cls(**{k: v for k, v in row.items() if k in names}, run_id=run_id))
+        return records
+
+    def _glob(self, table: str) -> str:
+        return (self.tables_dir / table / "*" / "*.parquet").as_posix()
+
+    def _has_files(self, table: str) -> bool:
+        base = self.tables_dir / table
+        return base.exists() and any(base.glob("*/*.parquet"))
+
+    def view_statements(self) -> list[str]:
+        """CREATE VIEW statements: one per stage table, then the SQL files in warehouse/views."""
+        views = views_folder()
+        template = views.joinpath("00_tables.sql").read_text(encoding="utf-8")
+        statements = []
+        for table, cls in TABLES.items():
+            cols = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in arrow_schema(cls))
+            if self._has_files(table):
+                statements.append(template.format(table=table, glob=self._glob(table), columns=cols))
+            else:
+                statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} WHERE false;")
+        for path in sorted((p for p in views.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name):
+            if path.name != "00_tables.sql":
+                statements.append(path.read_text(encoding="utf-8"))
+        return statements
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with every view defined (always current)."""
+        con = duckdb.connect(":memory:")
+        _define_views(con, self.view_statements)
+        return con
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
+        con = self.connect()
+        try:
+            cur = _while_compacting(lambda: con.execute(sql, params or []))
+            columns = [d[0] for d in cur.description] if cur.description else []
+            return QueryResult(columns, cur.fetchall())
+        except duckdb.Error as exc:
+            raise WarehouseError(str(exc).strip()) from None
+        finally:
+            con.close()
+
+    def refresh_duckdb_file(self) -> Path:
+        """Write ``hifirag.duckdb`` with the views, for DuckDB's CLI and other SQL tools.
+
+        Built under a temporary name and renamed, so a tool holding the old file open is never
+        blocked and never sees a half-made one.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".hifirag.{uuid.uuid4().hex}.duckdb"
+        con = duckdb.connect(str(tmp))
+        try:
+            _define_views(con, self.view_statements)
+        finally:
+            con.close()
+        os.replace(tmp, self.duckdb_path)
+        return self.duckdb_path
+
+
+def _while_compacting(action: Callable[[], T], attempts: int = 6) -> T:
+    """``action``, again when a file it globbed was gone by the time DuckDB opened it.
+
+    Another process compacting its run (``compact_run``) deletes that run's small files after
+    writing their merge; a view bound or a query read in between meets a missing file. The next
+    glob sees the merged file instead.
+    """
+    for attempt in range(attempts):
+        try:
+            return action()
+        except duckdb.IOException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _define_views(con: duckdb.DuckDBPyConnection, statements: Callable[[], list[str]]) -> None:
+    def define() -> None:
+        for statement in statements():  # listed again on a retry: the glob may have changed
+            con.execute(statement)
+
+    _while_compacting(define)
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return f"{_duckdb_type(t.value_type)}[]"
+    return _DUCKDB_TYPES[t]
