@@ -87,6 +87,19 @@ def graph() -> grimp.ImportGraph:
                              exclude_type_checking_imports=False, cache_dir=None)
 
 
+def test_every_folder_of_code_is_a_package_the_graph_sees():
+    """A folder without ``__init__.py`` is a namespace package, which the import graph leaves out: the checks
+    below would pass blind to it."""
+    folders = {p.parent for top in ("hifirag_core", "flows", "tasks") for p in (PROJECT_ROOT / top).rglob("*.py")}
+    assert sorted(str(f.relative_to(PROJECT_ROOT)) for f in folders if not (f / "__init__.py").exists()) == []
+
+
+def test_the_graph_holds_every_module(graph):
+    files = {".".join(p.relative_to(PROJECT_ROOT).with_suffix("").parts).removesuffix(".__init__")
+             for p in (PROJECT_ROOT / "hifirag_core").rglob("*.py")}
+    assert files <= graph.modules
+
+
 def test_hifirag_core_has_no_import_cycle_between_modules(graph):
     assert strongly_connected(import_edges(graph, "hifirag_core")) == []
 

@@ -10,9 +10,9 @@ import pytest
 from hifirag_core.backends.offline import (
     OfflineFilterModel,
     OfflineWriterModel,
-    search_queries,
     is_howto,
     marked_sentences,
+    search_queries,
     strip_markers,
 )
 from hifirag_core.config import build_config
