@@ -8,6 +8,7 @@ long enough for the concurrency limit, a client that leaves mid-stream, the dead
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 from hifirag_core.evaluation.export import check_submission
 from hifirag_core.pipeline.specs import STAGE_NAMES
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
+from hifirag_core.serving.report import UNCHECKED_DRAFT
 from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.server import Fault, Response
@@ -309,8 +311,10 @@ def test_past_the_deadline_the_stream_ends_with_the_draft_and_idle_streams_get_h
     assert stream.lines[-1][0] < 20 + 5  # it did not wait for the writer
     last = stream.messages[-1]
     assert last["complete"] is True and "error" not in last and "TIDEWATER_HOME" in last["final_report"]
-    assert "**Deadline**" in last["intermediate_steps"]
-    assert f"{BASE_URL}config.html" in last["citations"]
+    assert "**Deadline**" in last["intermediate_steps"] and "not checked" in last["intermediate_steps"]
+    # a draft whose sources were never checked cites nothing and carries no [k] markers
+    assert last["citations"] == [] and not re.search(r"\[\d+\]", last["final_report"])
+    assert UNCHECKED_DRAFT in last["final_report"] and f"{BASE_URL}config.html" not in last["final_report"]
     data = [line for _, line in stream.lines if line]
     assert any(a == b for a, b in zip(data, data[1:], strict=False))  # the heartbeat: the last message again
     served = _wait_for(lambda: _served(root, stream.question_id), timeout=180)

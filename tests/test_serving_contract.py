@@ -35,6 +35,7 @@ from hifirag_core.serving.report import (
     ABSTAINED,
     ANSWERED,
     DRAFT,
+    UNCHECKED_DRAFT,
     answer_pieces,
     partial_report,
     render_report,
@@ -188,13 +189,14 @@ def test_an_abstaining_answer_keeps_its_text_with_see_also_and_cites_nothing():
     assert report.markdown == report.text == text and report.citations == [] and report.kind == ABSTAINED
 
 
-def test_a_partial_report_is_the_answer_else_the_last_pass_with_the_drafts_sources():
+def test_a_partial_report_is_the_answer_else_the_last_pass_unchecked_and_citing_nothing():
     draft = StageOutput("draft", [DraftRecord(stage="draft", text="Draft [1].", source_urls=[URL])])
     refined = StageOutput("refine", [DraftRecord(stage="refine", text="Refined [1].", source_urls=[URL])])
     assert partial_report({}).markdown is None
     only_draft = partial_report({"draft": draft})
-    assert (only_draft.markdown, only_draft.citations, only_draft.kind) == ("Draft.", [URL], DRAFT)
-    assert partial_report({"draft": draft, "refine": refined}).markdown == "Refined."
+    assert (only_draft.text, only_draft.citations, only_draft.kind) == ("Draft.", [], DRAFT)
+    assert only_draft.markdown == f"Draft.\n\n{UNCHECKED_DRAFT}" and "[1]" not in only_draft.markdown
+    assert partial_report({"draft": draft, "refine": refined}).text == "Refined."
     answer = StageOutput("answer", [AnswerRecord(text="Final.", cited_urls=[URL])])
     assert partial_report({"draft": draft, "answer": answer}).kind == ANSWERED
 

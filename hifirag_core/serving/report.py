@@ -23,11 +23,13 @@ from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.specs import ANSWER_STAGE, spec, writer_outputs
 from hifirag_core.pipeline.stages import final_text
 from hifirag_core.pipeline.steps import safe_url
-from hifirag_core.records import AnswerRecord, DraftRecord
+from hifirag_core.records import AnswerRecord
 
 # A report answers, abstains (the sources do not answer), is the last draft (the deadline came
 # first), or does not exist.
 ANSWERED, ABSTAINED, DRAFT, NO_REPORT = "answered", "abstained", "draft", "none"
+# Under a draft served at the deadline: its sources were read but never checked against its sentences.
+UNCHECKED_DRAFT = "_A draft: the time ran out before its sources were checked, so it cites none._"
 _LIST_NUMBER = re.compile(r"\s*\d+[.)]")  # "1." opening a list item ends no sentence
 
 
@@ -58,8 +60,9 @@ def render_report(answer: AnswerRecord | None) -> Report:
 def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
     """The best report the stages finished so far allow, for a question whose time ran out.
 
-    The answer row when the answer stage finished; else the latest generation pass, whose
-    sources were not checked by the citation stage; else none.
+    The answer row when the answer stage finished; else the latest generation pass. That pass's
+    sources were not checked by the citation stage, so it is shown as a draft without ``[k]`` markers
+    and cites nothing: a client must never read an unchecked source as a citation. Else none.
     """
     answer = outputs.get(ANSWER_STAGE)
     if answer is not None:
@@ -71,8 +74,7 @@ def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
     text, _ = final_text(draft, refined)
     if not text:
         return Report(None)
-    sources = next((r.source_urls for r in draft.records if isinstance(r, DraftRecord)), [])
-    return Report(text, list(sources), DRAFT, text)
+    return Report(f"{text}\n\n{UNCHECKED_DRAFT}", [], DRAFT, text)
 
 
 def answer_pieces(text: str, limit: int = 24) -> list[str]:

@@ -315,7 +315,8 @@ class Service:
                 report = partial_report(ticket.outputs)
                 if report.kind == DRAFT:
                     yield send(transcript.thinking(f"**Deadline**: {self.settings.deadline_s:.0f} s passed; the "
-                                                   "answer is the last draft, its sources not checked."))
+                                                   "answer is the last draft. Its sources were not checked, so "
+                                                   "it cites none."))
             yield send(self._last_message(transcript, ticket, outcome, report))
         except Exception:  # a bug here must still end the stream as the contract says
             log.exception("request %s: the stream failed", ticket.question.id)
