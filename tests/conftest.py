@@ -31,7 +31,12 @@ from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures b
     scrapingdog_fake,
     sleeps,
 )
-from tests.llama_server import model_server  # noqa: E402, F401  (pytest finds fixtures by name)
+from tests.llama_server import (  # noqa: E402, F401  (pytest finds fixtures by name)
+    OPT_OUT_VARIABLE,
+    model_server,
+    opt_out_reason,
+    require_server,
+)
 from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
 
@@ -90,6 +95,10 @@ def run_flow(data_root, examples_file):
 def pytest_collection_modifyitems(config, items):
     from hifirag_core.resources import shared_data_dir
 
+    if reason := opt_out_reason():
+        for item in items:
+            if "llama_server" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
     shared = shared_data_dir()
     if shared.exists():
         return
@@ -97,6 +106,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "shared_data" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # Before any fixture starts (a Prefect server takes a while): a llama_server test with no server
+    # and no opt-out fails here instead of skipping (with the opt-out, its skip marker says why).
+    if "llama_server" in item.keywords and not opt_out_reason():
+        require_server()
+
+
+def _opt_out_line(terminalreporter) -> str | None:
+    if not (reason := opt_out_reason()):
+        return None
+    # counted from the reports, which reach the terminal also from xdist workers
+    skipped = sum(1 for report in terminalreporter.stats.get("skipped", [])
+                  if isinstance(report.longrepr, tuple) and OPT_OUT_VARIABLE in str(report.longrepr[-1]))
+    return f"{reason} ({skipped} llama_server test{'' if skipped == 1 else 's'} skipped)"
+
+
+def pytest_report_header(config):
+    # the top of a verbose run (pytest -q prints no header); collection has not run yet: no count
+    reason = opt_out_reason()
+    return [reason] if reason else []
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    # Outermost, so the opt-out is the summary's first line, before failures and the short summary:
+    # a run without the local model server must not read like a full run.
+    if line := _opt_out_line(terminalreporter):
+        terminalreporter.write_line(line, yellow=True, bold=True)
+    return (yield)
 
 
 def corpus_web(data_root: Path):

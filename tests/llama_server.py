@@ -30,6 +30,11 @@ N_CTX = 8192  # tokens; the server's default is 2048, too small for uncapped evi
 START_TIMEOUT_S = 180.0
 
 
+# The one way to run the suite without the local model server: its tests then skip, saying so.
+OPT_OUT_VARIABLE = "HIFIRAG_SKIP_LOCAL_MODEL"
+BUILD_HINT = "make test builds it (on Debian or Ubuntu, first: apt-get install build-essential cmake)"
+
+
 def unavailable_reason() -> str | None:
     """Why the server cannot run here (None when it can): llama-cpp-python builds from source."""
     try:
@@ -38,6 +43,22 @@ def unavailable_reason() -> str | None:
         return (f"llama-cpp-python[server] is not installed ({exc}); pip install -e '.[local-model]' builds it "
                 "from source (cmake and a C compiler, about 5 minutes on two cores)")
     return None
+
+
+def opt_out_reason() -> str | None:
+    """The skip reason when the user opted out with ``HIFIRAG_SKIP_LOCAL_MODEL=1``, else None."""
+    if os.environ.get(OPT_OUT_VARIABLE, "").strip() != "1":
+        return None
+    return f"{OPT_OUT_VARIABLE}=1: the local model server was not built and its tests do not run"
+
+
+def require_server() -> None:
+    """Skip when opted out; fail, never skip, when the server cannot run without an opt-out."""
+    if reason := opt_out_reason():
+        pytest.skip(reason)
+    if reason := unavailable_reason():
+        pytest.fail(f"{reason}. The local model server is part of the test suite: {BUILD_HINT}; "
+                    f"to run the suite without it, set {OPT_OUT_VARIABLE}=1.", pytrace=False)
 
 
 def model_path() -> Path:
@@ -124,9 +145,7 @@ def pipeline_overrides(base_url: str, *, caps: str = "auto") -> list[str]:
 
 @pytest.fixture(scope="module")
 def model_server(tmp_path_factory) -> Iterator[str]:
-    """The base URL of a llama.cpp server for one test module; skips, saying why, where it cannot run."""
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
+    """The base URL of a llama.cpp server for one test module (see ``require_server``)."""
+    require_server()
     with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as base_url:
         yield base_url

@@ -2,40 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from hifirag_core.web.blocked import REASONS, RULES, Blocked, detect_blocked
+from tests.blocked_fixtures import (
+    FIXTURES,
+    GUARDS,
+    STAND_INS,
+    kind_of,
+    leave_out,
+    mutation_check,
+    rule_key,
+    verdicts,
+)
 from tests.real_pages import iter_doc_pages, iter_health_pages
 
-FIXTURES = Path(__file__).parent / "fixtures" / "blocked"
-
-# Each fixture is written here after the shape such pages have in the wild (title, vendor
-# markers, the phrases they show, how little else they hold).
-STAND_INS = {
-    "cloudflare_challenge.html": "challenge:cloudflare",  # "Just a moment..."
-    "cloudflare_verifying.html": "challenge:cloudflare",  # the newer page, its title the site's name
-    "cloudflare_blocked.html": "denied:cloudflare",  # "Attention Required!", error 1020
-    "anubis.html": "challenge:anubis",
-    "recaptcha_wall.html": "captcha:generic",
-    "datadome.html": "captcha:datadome",
-    "perimeterx.html": "captcha:perimeterx",
-    "incapsula.html": "challenge:imperva",
-    "aws_waf.html": "challenge:aws-waf",
-    "nginx_403.html": "denied:generic",  # a "403 Forbidden" body served with 200
-    "akamai_access_denied.html": "denied:akamai",
-    "wordfence.html": "denied:wordfence",
-    "forbidden.txt": "denied:generic",  # plain text
-    "rate_limited.html": "rate_limited:generic",
-    "paywall.html": "paywall:generic",  # a teaser, the site's whole navigation around it
-    "javascript_required.html": "javascript_required:generic",  # a tiny body with a script
-    "self_refresh.html": "interstitial:generic",  # a meta refresh to a captcha
-}
-
-
-def _kind(path: Path) -> str:
-    return "text" if path.suffix == ".txt" else "html"
+# The fixtures and their expected verdicts are listed in tests/blocked_fixtures.py, with the rule
+# mutation check that tools/blocked_rule_mutation.py prints as a table.
 
 
 def test_every_stand_in_fixture_is_listed() -> None:
@@ -45,7 +28,7 @@ def test_every_stand_in_fixture_is_listed() -> None:
 @pytest.mark.parametrize(("name", "code"), sorted(STAND_INS.items()))
 def test_each_kind_of_stand_in_page_is_blocked_with_its_reason(name: str, code: str) -> None:
     path = FIXTURES / "stand_in" / name
-    verdict = detect_blocked(path.read_bytes(), url="https://site.example/guides/setup/", kind=_kind(path))
+    verdict = detect_blocked(path.read_bytes(), url="https://site.example/guides/setup/", kind=kind_of(path))
     assert verdict is not None and verdict.code == code
     assert verdict.reason in REASONS and verdict.evidence and verdict.message.startswith(verdict.reason.replace("_", " "))
 
@@ -56,7 +39,33 @@ def test_real_pages_that_mention_the_same_things_are_not_blocked(name: str) -> N
     # bot-detection script, the god Anubis, a full article under a "subscribe" promo, a redirect
     # stub, an API's rate-limit docs, an app page with real text
     path = FIXTURES / "real" / name
-    assert detect_blocked(path.read_bytes(), url="https://site.example/docs/page.html", kind=_kind(path)) is None
+    assert detect_blocked(path.read_bytes(), url="https://site.example/docs/page.html", kind=kind_of(path)) is None
+
+
+def test_every_rule_has_a_fixture_that_only_it_catches() -> None:
+    keys = [rule_key(rule) for rule in RULES]
+    assert len(set(keys)) == len(keys)  # a key names one rule
+    assert sorted(GUARDS) == sorted(keys)  # no rule without its fixture, no fixture for a rule gone
+    base = verdicts()
+    for rule in RULES:
+        guard = f"stand_in/{GUARDS[rule_key(rule)]}"
+        assert base[guard] == f"{rule.reason}:{rule.vendor}", (rule_key(rule), base[guard])
+
+
+@pytest.mark.parametrize("index", range(len(RULES)), ids=[rule_key(r) for r in RULES])
+def test_leaving_out_any_one_rule_changes_a_fixtures_verdict(index: int) -> None:
+    # The mutation check: a rule that can be deleted with every verdict unchanged is guarded by nothing.
+    mutation = leave_out(index)
+    guard = f"stand_in/{GUARDS[mutation.key]}"
+    assert guard in mutation.changed, (mutation.key, mutation.changed)
+    assert all(name.startswith("stand_in/") for name in mutation.changed)  # leaving a rule out flags nothing new
+
+
+def test_the_mutation_check_sees_a_rule_that_guards_nothing() -> None:
+    # A copy of a rule is never needed: the check must say so, or it would pass blind.
+    mutations = mutation_check((*RULES, RULES[0]))
+    assert mutations[-1].changed == {} and mutations[0].changed == {}  # each copy covers the other
+    assert all(m.changed for m in mutations[1:-1])
 
 
 def test_meta_refresh_blocks_only_when_it_reloads_the_page_or_goes_to_a_challenge() -> None:

@@ -125,10 +125,13 @@ def test_feedback_reads_only_what_the_tune_half_was_shown(setup: tuple) -> None:
     assert other != history  # what was shown does drive the weights
 
 
-def _summary(gains: dict[tuple[float, float], float], config: CredibilityExperimentConfig) -> list[CredibilitySummaryRecord]:
+def _summary(gains: dict[tuple[float, float], float], config: CredibilityExperimentConfig,
+             report: dict[tuple[float, float], float] | None = None) -> list[CredibilitySummaryRecord]:
+    """Summary rows: ``gains`` on the tune half, ``report`` (default the same) on the report half."""
+    halves = {"tune": gains, "report": gains if report is None else report}
     return [CredibilitySummaryRecord(correlation=c, strength=s, system="prior" if s else BASELINE, half=half,
                                      metric="precision", diff=g, diff_low=g - 0.05, diff_high=g + 0.05)
-            for (c, s), g in gains.items() for half in ("tune", "report")]
+            for half, cells in halves.items() for (c, s), g in cells.items()]
 
 
 def test_choice_takes_the_best_realistic_gain_within_the_loss_bound() -> None:
@@ -142,12 +145,30 @@ def test_choice_takes_the_best_realistic_gain_within_the_loss_bound() -> None:
     assert choose_strength(_summary(gains, config), config).strength == 0.0
 
 
+def test_choice_reads_the_tune_half_only() -> None:
+    # The halves disagree: read on the report half, every strength is eligible and 0.5 gains most;
+    # on the tune half, 2.0 loses too much where corruption ignores source type, and 1.0 wins.
+    config = tiny_config(Path("unused"), correlations=(0.0, 0.5), strengths=(0.0, 0.5, 1.0, 2.0),
+                         max_loss_uncorrelated=0.01)
+    tune = {(0.5, 0.0): 0.0, (0.5, 0.5): 0.02, (0.5, 1.0): 0.05, (0.5, 2.0): 0.08,
+            (0.0, 0.0): 0.0, (0.0, 0.5): -0.005, (0.0, 1.0): -0.01, (0.0, 2.0): -0.04}
+    report = {(0.5, 0.0): 0.0, (0.5, 0.5): 0.09, (0.5, 1.0): 0.01, (0.5, 2.0): 0.03,
+              (0.0, 0.0): 0.0, (0.0, 0.5): 0.0, (0.0, 1.0): 0.0, (0.0, 2.0): 0.0}
+    choice = choose_strength(_summary(tune, config, report=report), config)
+    assert choice.strength == 1.0 and choice.eligible == (0.0, 0.5, 1.0)
+    assert choice.gains[1.0] == (0.05, -0.01) and choice.gains[2.0] == (0.08, -0.04)
+    # and the other way round: the report half's figures, read as tune, choose 0.5
+    assert choose_strength(_summary(report, config, report=tune), config).strength == 0.5
+
+
 def test_hurt_points_find_the_first_negative_and_the_first_significant_strength() -> None:
     config = tiny_config(Path("unused"), correlations=(0.0, 0.5), strengths=(0.0, 0.5, 1.0, 2.0),
                          systems=("prior",))
     gains = {(0.5, 0.0): 0.0, (0.5, 0.5): 0.03, (0.5, 1.0): -0.02, (0.5, 2.0): -0.09,
              (0.0, 0.0): 0.0, (0.0, 0.5): -0.06, (0.0, 1.0): -0.1, (0.0, 2.0): -0.2}
-    hurt = {h.correlation: h for h in hurt_points(_summary(gains, config), config)}
+    # the tune half says the opposite everywhere: hurt points are read on the report half only
+    tune = {cell: -g for cell, g in gains.items()}
+    hurt = {h.correlation: h for h in hurt_points(_summary(tune, config, report=gains), config)}
     assert (hurt[0.5].best_strength, hurt[0.5].first_below_zero, hurt[0.5].first_significant) == (0.5, 1.0, 2.0)
     assert (hurt[0.0].best_strength, hurt[0.0].first_below_zero, hurt[0.0].first_significant) == (0.0, 0.5, 0.5)
 

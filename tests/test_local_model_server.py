@@ -4,7 +4,8 @@ Both model roles run on the server, through the real openai client, on the test 
 questions. A recording proxy between the client and the server keeps the wire, so the test asserts
 what was sent and what came back; the model is a 270M base model, so nothing here judges the
 answers' quality. Marked ``llama_server`` (minutes on two cores): ``pytest -m "not llama_server"``
-leaves it out of a quick run; CI runs it. It skips only where llama-cpp-python cannot be installed.
+leaves it out of a quick run; CI runs it. Where llama-cpp-python cannot be imported it fails; it skips
+only when ``HIFIRAG_SKIP_LOCAL_MODEL=1`` says so (tests/llama_server.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ Scrapingdog can be a challenge page too): the fetch stage records the page with 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -218,11 +219,15 @@ def _snippet(text: str, match: re.Match[str], width: int = 60) -> str:
     return " ".join(text[start:match.end() + 10].split())[:width]
 
 
-def classify_shape(shape: PageShape, url: str | None = None) -> Blocked | None:
-    """The first rule the page's shape matches, or None."""
-    if min(shape.words, shape.content_words) > MAX_WORDS:
+def classify_shape(shape: PageShape, url: str | None = None, rules: Sequence[Rule] = RULES) -> Blocked | None:
+    """The first rule the page's shape matches, or None.
+
+    ``rules`` other than ``RULES`` serve the mutation check (each rule left out in turn).
+    """
+    max_words = MAX_WORDS if rules is RULES else max([TINY_WORDS, *(r.max_words for r in rules)])
+    if min(shape.words, shape.content_words) > max_words:
         return None  # real content: no stand-in page is this long
-    for rule in RULES:
+    for rule in rules:
         words = shape.content_words if rule.measure == "content" else shape.words
         if words > rule.max_words:
             continue
