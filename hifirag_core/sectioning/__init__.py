@@ -2,8 +2,8 @@
 
 ``parse_sections`` never raises on page content: a page it cannot read comes back with a status
 (``empty``, ``binary``, ``too_large``, ``too_deep``, ``no_text``, ``parse_error``) and no sections.
-Text a reader cannot see is dropped: ``hidden`` and ``aria-hidden`` elements, and inline styles
-that hide (``styles.py``). PDFs go through ``pdf.parse_pdf_sections`` into the same shape.
+Text a reader cannot see is dropped: ``hidden`` and ``aria-hidden`` elements, inline styles that
+hide (``styles.py``) and what the page's ``<style>`` sheets hide (``stylesheets.py``). PDFs go through ``pdf.parse_pdf_sections`` into the same shape.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hifirag_core.sectioning.decoding import decode_html
 from hifirag_core.sectioning.guards import nesting_work
 from hifirag_core.sectioning.markdown import bold_lines, walk
 from hifirag_core.sectioning.outline import build_sections
+from hifirag_core.sectioning.stylesheets import remove_hidden_by_style_sheets
 from hifirag_core.sectioning.tree import format_section_tree
 from hifirag_core.sectioning.types import ParsedPage, ParsedSection
 from hifirag_core.text import normalize_ws
@@ -24,7 +25,7 @@ __all__ = ["SECTIONER_VERSION", "ParsedPage", "ParsedSection", "format_section_t
 
 # Bump when a change alters the sections of some page: the sections stage's cache key and the local
 # corpus's index both carry it, so stale sections are never reused.
-SECTIONER_VERSION = "3"
+SECTIONER_VERSION = "4"  # 4: what style sheets hide is dropped
 
 
 def _title(tree: LexborHTMLParser) -> str | None:
@@ -56,6 +57,7 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
         # lexbor reads bytes as UTF-8: hand it the original bytes when that is what they are
         tree = LexborHTMLParser(data if decoded.encoding == "utf-8" else decoded.text)
         title = _title(tree)
+        remove_hidden_by_style_sheets(tree)  # first: the sheets go with the other invisible elements
         scan = remove_boilerplate(tree)
         root = content_root(tree, scan)
         if root is None:
