@@ -8,6 +8,8 @@ hide (``styles.py``) and what the page's ``<style>`` sheets hide (``stylesheets.
 
 from __future__ import annotations
 
+import re
+
 from selectolax.lexbor import LexborHTMLParser
 
 from hifirag_core.config import SectioningConfig
@@ -35,6 +37,15 @@ def _title(tree: LexborHTMLParser) -> str | None:
     return normalize_ws(node.text()) or None
 
 
+_STYLE_TAG = re.compile(rb"<style", re.IGNORECASE)
+_STYLE_TAG_TEXT = re.compile(r"<style", re.IGNORECASE)
+
+
+def _has_style(source: bytes | str) -> bool:
+    """Whether the page can hold a ``<style>`` element (most pages have none: no walk of the tree)."""
+    return (_STYLE_TAG.search(source) if isinstance(source, bytes) else _STYLE_TAG_TEXT.search(source)) is not None
+
+
 DEFAULT_CONFIG = SectioningConfig()  # frozen, so one shared default is safe
 
 
@@ -55,9 +66,11 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
         return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
     try:
         # lexbor reads bytes as UTF-8: hand it the original bytes when that is what they are
-        tree = LexborHTMLParser(data if decoded.encoding == "utf-8" else decoded.text)
+        source = data if decoded.encoding == "utf-8" else decoded.text
+        tree = LexborHTMLParser(source)
         title = _title(tree)
-        remove_hidden_by_style_sheets(tree)  # first: the sheets go with the other invisible elements
+        if _has_style(source):
+            remove_hidden_by_style_sheets(tree)  # first: the sheets go with the other invisible elements
         scan = remove_boilerplate(tree)
         root = content_root(tree, scan)
         if root is None:

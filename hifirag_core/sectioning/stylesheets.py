@@ -9,8 +9,9 @@ reads here as it does in a browser, however broken the sheet around it (a regex 
 its own error recovery can be steered into reading another rule than the browser applies). It is
 pure Python: about 1.2 MB of CSS a second here (a 690 kB framework sheet: 0.55 s; tree-sitter-css
 parsed it in 0.09 s but flagged errors in both real sheets we tried, and recovers differently from
-a browser). The 3,174 documentation pages carry under 1 kB of ``<style>`` each, so the cost there is
-the one query for ``<style>`` elements (``bench/bench_stylesheets.py``). Selectors are matched by
+a browser). On the 3,174 documentation pages (554 of them with a ``<style>``, each under 1 kB) the
+sectioner went from 172 to 166 pages/s (``bench/bench_stylesheets.py``); a page without ``<style``
+in its source skips the pass. Selectors are matched by
 lexbor, the parser the sectioner already holds the page in (``tree.css``, ``node.css_matches``): no
 second DOM.
 
@@ -40,7 +41,9 @@ between inline blocks): then only the text outside the descendants that show it 
 Bounds, so that a page with thousands of rules costs a fraction of a second: the first
 ``MAX_STYLE_CHARS`` characters of style text (the rest is not read), ``MAX_SELECTORS`` selectors,
 ``MAX_HIDING_SELECTORS`` of them that can hide matched against the page, ``MAX_JUDGED`` elements
-judged and ``MAX_SHOWN_AGAIN`` descendants tested per hidden element.
+judged, ``MAX_SHOWN_AGAIN`` descendants tested per hidden element and ``MAX_MATCH_TESTS`` tests of a
+selector against an element. Past a bound the rest is not read or judged, and its text is kept:
+a page can hide text from this pass behind that much CSS.
 """
 
 from __future__ import annotations
@@ -62,11 +65,12 @@ from hifirag_core.sectioning.styles import (
     same_colour,
 )
 
-MAX_STYLE_CHARS = 100_000  # about 0.1 s of tinycss2
+MAX_STYLE_CHARS = 100_000  # about 0.25 s of tinycss2 here
 MAX_SELECTORS = 5_000
 MAX_HIDING_SELECTORS = 300
 MAX_JUDGED = 2_000
 MAX_SHOWN_AGAIN = 200
+MAX_MATCH_TESTS = 40_000  # selector tests per page, about 0.15 s; elements not judged by then are kept
 VIEWPORT_WIDTH_PX = 1280.0  # the screen media queries are evaluated for
 _EM_PX = 16.0
 _MAX_ANCESTORS = 60
@@ -94,7 +98,9 @@ class Rule:
     selector: str  # as lexbor reads it
     specificity: tuple[int, int, int]
     order: int
-    key: tuple[str, str]  # the rightmost compound's id, a class, its type, or ("any", "")
+    # the rightmost compound's id, a class, its type, or ("any", ""), lower-cased: lexbor matches
+    # ids and classes regardless of case on a page in quirks mode, so the index must find both
+    key: tuple[str, str]
     declarations: tuple[tuple[str, str, bool], ...]  # (property, lower-cased value, important)
 
 
@@ -247,7 +253,7 @@ def parse_selector(tokens: list) -> tuple[str, tuple[int, int, int], tuple[str, 
         i += 1
     if combinator == ">":
         return None
-    key = next(((kind, compound[kind]) for kind in ("id", "class", "tag") if kind in compound), ("any", ""))
+    key = next(((kind, compound[kind].lower()) for kind in ("id", "class", "tag") if kind in compound), ("any", ""))
     return "".join(out), (ids, classes, types), key
 
 
@@ -363,19 +369,24 @@ def _mark_hiding(tree: LexborHTMLParser, sheets: StyleSheets) -> None:
 
 # -- judging elements ----------------------------------------------------------------------------
 
+class _OverBudget(Exception):
+    """MAX_MATCH_TESTS selector tests were made on this page."""
+
+
 class _Cascade:
     """Each element's winning declarations among the rules that match it and its inline style."""
 
     def __init__(self, sheets: StyleSheets) -> None:
         self.sheets = sheets
         self.memo: dict[int, dict[str, str]] = {}
+        self.tests_left = MAX_MATCH_TESTS
 
     def _candidates(self, node: LexborNode) -> Iterator[Rule]:
         attrs = node.attributes
         keys = [("tag", node.tag or ""), ("any", "")]
         if attrs.get("id"):
-            keys.append(("id", attrs["id"] or ""))
-        keys.extend(("class", c) for c in (attrs.get("class") or "").split())
+            keys.append(("id", (attrs["id"] or "").lower()))
+        keys.extend(("class", c) for c in dict.fromkeys((attrs.get("class") or "").lower().split()))
         for key in keys:
             yield from self.sheets.by_key.get(key, ())
 
@@ -390,6 +401,9 @@ class _Cascade:
                 best[prop] = (weight, value)
 
         for rule in self._candidates(node):
+            self.tests_left -= 1
+            if self.tests_left < 0:
+                raise _OverBudget
             if not _matches(node, rule.selector):
                 continue
             for prop, value, important in rule.declarations:
@@ -456,11 +470,14 @@ def hidden_elements(tree: LexborHTMLParser, sheets: StyleSheets) -> list[Hidden]
     for node in _query(tree, selectors)[:MAX_JUDGED]:
         if node.tag in ("html", "head") or not node.is_element_node:
             continue
-        reason = cascade.reason(node)
-        if reason is None:
-            continue
-        prop = _INHERITED.get(reason)
-        shown = _shown_again(node, prop, cascade) if prop else []
+        try:
+            reason = cascade.reason(node)
+            if reason is None:
+                continue
+            prop = _INHERITED.get(reason)
+            shown = _shown_again(node, prop, cascade) if prop else []
+        except _OverBudget:
+            break
         out.append(Hidden(node, reason, shown))
     return out
 
@@ -509,8 +526,6 @@ def _pieces(hidden: Hidden) -> Iterator[LexborNode]:
 
 def remove_hidden_by_style_sheets(tree: LexborHTMLParser) -> list[Hidden]:
     """Remove what the page's style sheets hide; the hidden elements (freed now) with their reasons."""
-    if tree.css_first("style") is None:
-        return []
     sheets = read_style_sheets(tree)
     hidden = hidden_elements(tree, sheets)
     doomed: dict[int, LexborNode] = {}  # by mem_id: a node found twice is freed once
