@@ -72,6 +72,7 @@ def test_hidden_text_is_dropped(hidden: str) -> None:
     '<p style="clip: rect(0 0 0 0)">{t}</p>',  # clip applies to absolutely positioned elements only
     '<p style="clip-path: inset(10%)">{t}</p>',
     '<div style="height:0.5em; overflow:hidden"><p>{t}</p></div>',
+    '<p><span style="height:0; overflow:hidden">{t}</span></p>',  # an inline element has no height
 ])
 def test_styled_but_visible_text_is_kept(visible: str) -> None:
     text = section_text(page(visible.format(t="Spring tides follow the new and the full moon.")))
@@ -127,6 +128,8 @@ def with_sheet(css: str, body: str) -> bytes:
     (".x { color: #fff }", '<div style="background: white"><p class="x">{i}</p></div>'),
     ("body { background: #000 } .x { color: rgb(0, 0, 0) }", '<p class="x">{i}</p>'),
     (".x { color: transparent }", '<p class="x">{i}</p>'),
+    (".x { display: block; height: 0; overflow: hidden }", '<p><b class="x">{i}</b></p>'),
+    (".x { float: left; width: 0; overflow: hidden }", '<p><span class="x">{i}</span></p>'),
     (".X\\:hide { display: none }", '<p class="X:hide">{i}</p>'),
 ])
 def test_text_a_style_sheet_hides_is_dropped(css: str, body: str) -> None:
@@ -157,6 +160,8 @@ def test_text_a_style_sheet_hides_is_dropped(css: str, body: str) -> None:
     (".x { color: #fff }", '<p class="x">{t}</p>'),  # no background declared: the page's own is unknown
     ("body { background: #fff } .x { color: #fff; background: #036 }", '<p class="x">{t}</p>'),
     (".x { height: 0 }", '<p class="x">{t}</p>'),  # no overflow: hidden, so the text shows
+    ("td { width: 1px; overflow: hidden }", '<table><tr><td>{t}</td></tr></table>'),  # a cell grows
+    (".x { height: 0; overflow: hidden }", '<p><b class="x">{t}</b></p>'),
     (".x { left: -9999px } .x { left: 0 }", '<p class="x">{t}</p>'),
     ("}} {{ .x { display: none; ;;; : } @media { .x { ", '<p class="x">{t}</p>'),  # broken CSS
     (".x { display: none", '<p class="y">{t}</p>'),

@@ -15,7 +15,8 @@ hide for certain count:
 * moved off-screen: ``left``, ``top`` or ``text-indent`` of -999px or beyond;
 * clipped away: ``clip`` to an empty ``rect()`` on an absolutely positioned element, or a
   ``clip-path`` that leaves nothing (``inset(50%)``, ``circle(0)``, a polygon of one point);
-* a box of at most 1px (``height``, ``max-height``, ``width``, ``max-width``) with ``overflow: hidden``.
+* a block box of at most 1px (``height``, ``max-height``, ``width``, ``max-width``) with
+  ``overflow: hidden`` (an inline element or a table cell has no such box).
 """
 
 from __future__ import annotations
@@ -186,16 +187,32 @@ def _empty_clip_path(value: str | None) -> bool:
 _RECT = re.compile(r"rect\(([^)]*)\)")
 _SHAPE = re.compile(r"^(inset|circle|ellipse|polygon)\(([^)]*)\)")
 _TINY_BOX_PX = 1.0
+# Elements laid out inline (or as table cells) unless a style says otherwise: a width or height
+# does not apply to them (a cell's is a minimum), nor does overflow, so a tiny box hides nothing.
+_INLINE_TAGS = frozenset({
+    "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "label",
+    "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var",
+    "td", "th", "tr",
+})
+_NOT_A_BOX = frozenset({"inline", "contents", "table-cell", "table-row", "table-row-group", "table-column"})
 _SHORTHAND_SIDES = {1: (0, 0, 0, 0), 2: (0, 1, 0, 1), 3: (0, 1, 2, 1), 4: (0, 1, 2, 3)}
 
 
 def hidden_by_style(node: LexborNode, style: str) -> str | None:
     """Why the element's inline style hides it from a reader, or None."""
-    return hiding_reason(declarations(style), lambda: _background(node))
+    return hiding_reason(declarations(style), lambda: _background(node), node.tag or "")
 
 
-def hiding_reason(decls: Mapping[str, str], background: Callable[[], Colour | None]) -> str | None:
-    """Why these declarations (lower-cased, the winners for one element) hide it, or None.
+def _is_box(decls: Mapping[str, str], tag: str) -> bool:
+    """Whether the element is a block-level box, which a width, height or overflow applies to."""
+    if decls.get("position") in ("absolute", "fixed") or decls.get("float") in ("left", "right"):
+        return True  # both make any element a block
+    display = decls.get("display")
+    return display not in _NOT_A_BOX if display else tag not in _INLINE_TAGS
+
+
+def hiding_reason(decls: Mapping[str, str], background: Callable[[], Colour | None], tag: str = "div") -> str | None:
+    """Why these declarations (lower-cased, the winners for one element ``tag``) hide it, or None.
 
     ``background`` gives the nearest opaque background at or above the element; it is called only
     when the element declares a ``color``.
@@ -224,7 +241,7 @@ def hiding_reason(decls: Mapping[str, str], background: Callable[[], Colour | No
     if _empty_clip_path(decls.get("clip-path")):
         return "clip-path:0"
     overflow = decls.get("overflow", "").split()
-    if overflow and all(v in ("hidden", "clip") for v in overflow):
+    if overflow and all(v in ("hidden", "clip") for v in overflow) and _is_box(decls, tag):
         for prop in ("height", "max-height", "width", "max-width"):
             size = _px(decls.get(prop))
             if size is not None and size <= _TINY_BOX_PX:

@@ -11,9 +11,8 @@ pure Python: about 1.2 MB of CSS a second here (a 690 kB framework sheet: 0.55 s
 parsed it in 0.09 s but flagged errors in both real sheets we tried, and recovers differently from
 a browser). On the 3,174 documentation pages (554 of them with a ``<style>``, each under 1 kB) the
 sectioner went from 172 to 166 pages/s (``bench/bench_stylesheets.py``); a page without ``<style``
-in its source skips the pass. Selectors are matched by
-lexbor, the parser the sectioner already holds the page in (``tree.css``, ``node.css_matches``): no
-second DOM.
+in its source skips the pass. Selectors are matched by lexbor, the parser the sectioner already
+holds the page in (``tree.css``, ``node.css_matches``): no second DOM.
 
 What is read:
 
@@ -78,7 +77,7 @@ _MAX_ANCESTORS = 60
 # The properties hiding_reason reads (shorthands are expanded to these when a rule is read).
 PROPERTIES = frozenset({
     "display", "visibility", "opacity", "font-size", "position", "left", "top", "text-indent", "clip",
-    "clip-path", "height", "max-height", "width", "max-width", "overflow", "color", "background-color",
+    "clip-path", "height", "max-height", "width", "max-width", "overflow", "float", "color", "background-color",
 })
 # What a descendant can set back, by the reason its ancestor was hidden.
 _INHERITED = {"visibility:hidden": "visibility", "font-size:0": "font-size", "color:transparent": "color",
@@ -428,7 +427,7 @@ class _Cascade:
 
     def reason(self, node: LexborNode, inherited: dict[str, str] | None = None) -> str | None:
         decls = self.of(node) if inherited is None else {**inherited, **self.of(node)}
-        return hiding_reason(decls, lambda: self.background(node))
+        return hiding_reason(decls, lambda: self.background(node), node.tag or "")
 
 
 def _matches(node: LexborNode, selector: str) -> bool:
@@ -524,8 +523,8 @@ def _pieces(hidden: Hidden) -> Iterator[LexborNode]:
             child = child.next
 
 
-def remove_hidden_by_style_sheets(tree: LexborHTMLParser) -> list[Hidden]:
-    """Remove what the page's style sheets hide; the hidden elements (freed now) with their reasons."""
+def remove_hidden_by_style_sheets(tree: LexborHTMLParser) -> list[str]:
+    """Remove what the page's style sheets hide; why each hidden element was (its nodes are freed)."""
     sheets = read_style_sheets(tree)
     hidden = hidden_elements(tree, sheets)
     doomed: dict[int, LexborNode] = {}  # by mem_id: a node found twice is freed once
@@ -536,4 +535,4 @@ def remove_hidden_by_style_sheets(tree: LexborHTMLParser) -> list[Hidden]:
     outermost = [n for n in doomed.values() if not any(a.mem_id in doomed for a in _ancestors(n))]
     for node in outermost:
         node.decompose()
-    return hidden
+    return [item.reason for item in hidden]
