@@ -4,7 +4,8 @@ Over all 3,174 doc pages (the docs_html tarballs), each in its own subprocess, t
 around ``parse_sections`` only:
 
 - ``sheets-off``: this checkout with the style-sheet pass switched off;
-- ``sheets-on``: this checkout as it is;
+- ``sheets-on``: this checkout as it is, with the CPU time of the pass itself summed apart (the
+  steadier figure on a shared machine, where two whole runs differ by several per cent);
 - ``base`` (with ``--base DIR``): another checkout, for example the commit before style sheets
   were read (``git worktree add --detach DIR 279942d``).
 
@@ -54,6 +55,9 @@ def worker(tree: Path, sheets: bool, sample: int, out: Path) -> None:
     from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
 
     parse = _parser(sheets)
+    pass_cpu = [0.0]
+    if sheets and hasattr(sys.modules["hifirag_core.sectioning"], "_has_style"):
+        _time_the_pass(sys.modules["hifirag_core.sectioning"], pass_cpu)
     cpu, prints, headings = 0.0, {}, {}
     for tarball in sorted(docs_html_dir().glob("*.html.tar.xz")):
         for i, page in enumerate(iter_tarball_pages(tarball)):
@@ -65,7 +69,22 @@ def worker(tree: Path, sheets: bool, sample: int, out: Path) -> None:
             name = f"{page.site}:{page.relpath}"
             prints[name] = _fingerprint(parsed)
             headings[name] = [" > ".join(s.heading_path) + f" ({len(s.text)} chars)" for s in parsed.sections]
-    out.write_text(json.dumps({"cpu_s": cpu, "prints": prints, "headings": headings}))
+    out.write_text(json.dumps({"cpu_s": cpu, "pass_s": pass_cpu[0], "prints": prints, "headings": headings}))
+
+
+def _time_the_pass(sectioning, total: list[float]) -> None:
+    """Add the CPU time of the pass (the ``<style`` check and the sheets) to ``total[0]``."""
+    def timed(fn):
+        def run(*args):
+            t0 = time.process_time()
+            try:
+                return fn(*args)
+            finally:
+                total[0] += time.process_time() - t0
+        return run
+
+    sectioning._has_style = timed(sectioning._has_style)
+    sectioning.remove_hidden_by_style_sheets = timed(sectioning.remove_hidden_by_style_sheets)
 
 
 def hostile_pages() -> dict[str, bytes]:
@@ -158,6 +177,9 @@ def main() -> int:
         r["differ"] = differ
         print(f"{method:12s} {len(r['prints']):6d} {r['cpu_s']:7.2f} {pps:8.0f} "
               f"{pps / (pages / on['cpu_s']):12.2f}x {len(differ):16d}")
+    share = on["pass_s"] / on["cpu_s"]
+    print(f"\nthe pass itself (the <style check and the sheets) in sheets-on: {on['pass_s']:.2f} s of "
+          f"{on['cpu_s']:.2f} s CPU ({share:.1%}), {on['pass_s'] / pages * 1000:.3f} ms a page")
     for method, r in results.items():
         for name in r["differ"][:10]:
             before, after = r["headings"][name], on["headings"][name]

@@ -10,8 +10,8 @@ its own error recovery can be steered into reading another rule than the browser
 pure Python: about 1.2 MB of CSS a second here (a 690 kB framework sheet: 0.55 s; tree-sitter-css
 parsed it in 0.09 s but flagged errors in both real sheets we tried, and recovers differently from
 a browser). On the 3,174 documentation pages (554 of them with a ``<style>``, each under 1 kB) the
-sectioner went from 172 to 166 pages/s (``bench/bench_stylesheets.py``); a page without ``<style``
-in its source skips the pass. Selectors are matched by lexbor, the parser the sectioner already
+pass took 3.3% of the sectioner's CPU time, 0.21 ms a page (``bench/bench_stylesheets.py``); a page
+without ``<style`` in its source skips it. Selectors are matched by lexbor, the parser the sectioner already
 holds the page in (``tree.css``, ``node.css_matches``): no second DOM.
 
 What is read:
