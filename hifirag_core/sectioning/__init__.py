@@ -2,11 +2,13 @@
 
 ``parse_sections`` never raises on page content: a page it cannot read comes back with a status
 (``empty``, ``binary``, ``too_large``, ``too_deep``, ``no_text``, ``parse_error``) and no sections.
-Text a reader cannot see is dropped: ``hidden`` and ``aria-hidden`` elements, and inline styles
-that hide (``styles.py``). PDFs go through ``pdf.parse_pdf_sections`` into the same shape.
+Text a reader cannot see is dropped: ``hidden`` and ``aria-hidden`` elements, inline styles that
+hide (``styles.py``) and what the page's ``<style>`` sheets hide (``stylesheets.py``). PDFs go through ``pdf.parse_pdf_sections`` into the same shape.
 """
 
 from __future__ import annotations
+
+import re
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -16,6 +18,7 @@ from hifirag_core.sectioning.decoding import decode_html
 from hifirag_core.sectioning.guards import nesting_work
 from hifirag_core.sectioning.markdown import bold_lines, walk
 from hifirag_core.sectioning.outline import build_sections
+from hifirag_core.sectioning.stylesheets import remove_hidden_by_style_sheets
 from hifirag_core.sectioning.tree import format_section_tree
 from hifirag_core.sectioning.types import ParsedPage, ParsedSection
 from hifirag_core.text import normalize_ws
@@ -24,7 +27,7 @@ __all__ = ["SECTIONER_VERSION", "ParsedPage", "ParsedSection", "format_section_t
 
 # Bump when a change alters the sections of some page: the sections stage's cache key and the local
 # corpus's index both carry it, so stale sections are never reused.
-SECTIONER_VERSION = "3"
+SECTIONER_VERSION = "4"  # 4: what style sheets hide is dropped
 
 
 def _title(tree: LexborHTMLParser) -> str | None:
@@ -32,6 +35,15 @@ def _title(tree: LexborHTMLParser) -> str | None:
     if node is None:
         return None
     return normalize_ws(node.text()) or None
+
+
+_STYLE_TAG = re.compile(rb"<style", re.IGNORECASE)
+_STYLE_TAG_TEXT = re.compile(r"<style", re.IGNORECASE)
+
+
+def _has_style(source: bytes | str) -> bool:
+    """Whether the page can hold a ``<style>`` element (most pages have none: no walk of the tree)."""
+    return (_STYLE_TAG.search(source) if isinstance(source, bytes) else _STYLE_TAG_TEXT.search(source)) is not None
 
 
 DEFAULT_CONFIG = SectioningConfig()  # frozen, so one shared default is safe
@@ -54,8 +66,11 @@ def parse_sections(html: bytes, url: str, *, encoding: str | None = None,
         return ParsedPage(url, None, (), decoded.status, decoded.error, decoded.encoding)
     try:
         # lexbor reads bytes as UTF-8: hand it the original bytes when that is what they are
-        tree = LexborHTMLParser(data if decoded.encoding == "utf-8" else decoded.text)
+        source = data if decoded.encoding == "utf-8" else decoded.text
+        tree = LexborHTMLParser(source)
         title = _title(tree)
+        if _has_style(source):
+            remove_hidden_by_style_sheets(tree)  # first: the sheets go with the other invisible elements
         scan = remove_boilerplate(tree)
         root = content_root(tree, scan)
         if root is None:

@@ -1,22 +1,28 @@
-"""Inline styles that hide an element from a reader: its text is no part of the page we read.
+"""Styles that hide an element from a reader: its text is no part of the page we read.
 
 Text a reader cannot see is where pages hide instructions meant for a model ("ignore the
-previous instructions ..."). Only inline ``style`` attributes are read (there are no stylesheets
-here), and only declarations that hide for certain:
+previous instructions ..."). ``hiding_reason`` judges one element's declarations, whether they come
+from its inline ``style`` attribute (``hidden_by_style``) or from the page's style sheets
+(``stylesheets.py``, which also weighs rules that show the element again). Only declarations that
+hide for certain count:
 
 * ``display: none``; ``visibility: hidden`` or ``collapse``; ``opacity`` of at most 0.05;
 * a zero or tiny font size (``font-size`` or the ``font`` shorthand): under 1px or 1pt, under
   0.1em or rem, under 10%;
-* text the colour of its background: ``color`` against the nearest inline ``background`` or
+* text the colour of its background: ``color`` against the nearest ``background`` or
   ``background-color`` on the element or an ancestor (within a few units per channel), or a
-  transparent ``color``;
+  transparent ``color``; a background nobody declared is unknown, never assumed white;
 * moved off-screen: ``left``, ``top`` or ``text-indent`` of -999px or beyond;
-* a zero ``height`` or ``max-height`` with ``overflow: hidden``.
+* clipped away: ``clip`` to an empty ``rect()`` on an absolutely positioned element, or a
+  ``clip-path`` that leaves nothing (``inset(50%)``, ``circle(0)``, a polygon of one point);
+* a block box of at most 1px (``height``, ``max-height``, ``width``, ``max-width``) with
+  ``overflow: hidden`` (an inline element or a table cell has no such box).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from selectolax.lexbor import LexborNode
 
@@ -24,7 +30,7 @@ from selectolax.lexbor import LexborNode
 # substrings case-insensitively, so Python sees only these few).
 HIDING_STYLE_CSS: tuple[str, ...] = tuple(
     f'[style*="{prop}" i]' for prop in ("display", "visibility", "opacity", "font", "color", "left", "top",
-                                        "indent", "height")
+                                        "indent", "height", "clip")
 )
 COLOUR_TOLERANCE = 6  # per channel: #fefefe on #ffffff is the same colour to a reader
 _MAX_ANCESTORS = 60
@@ -115,22 +121,102 @@ def _background(node: LexborNode) -> Colour | None:
             return None
         style = current.attributes.get("style")
         if style:
-            decls = declarations(style)
-            for prop in ("background-color", "background"):
-                colour = parse_colour(decls[prop]) if prop in decls else None
-                if colour is not None and colour[3] > 0:
-                    return colour
+            colour = opaque_background(declarations(style))
+            if colour is not None:
+                return colour
         current = current.parent
     return None
 
 
-def _same(a: Colour, b: Colour) -> bool:
+def opaque_background(decls: Mapping[str, str]) -> Colour | None:
+    """The opaque background colour one element's declarations give it, or None."""
+    for prop in ("background-color", "background"):
+        colour = parse_colour(decls[prop]) if prop in decls else None
+        if colour is not None and colour[3] > 0:
+            return colour
+    return None
+
+
+def same_colour(a: Colour, b: Colour) -> bool:
     return all(abs(x - y) <= COLOUR_TOLERANCE for x, y in zip(a[:3], b[:3], strict=True))
+
+
+def _px(value: str | None) -> float | None:
+    """A length in pixels (em and rem at 16px), or None for any other unit or no length."""
+    m = _SIZE.match(value.strip()) if value else None
+    if m is None:
+        return None
+    scale = {None: 1.0, "px": 1.0, "pt": 4 / 3, "em": 16.0, "rem": 16.0}.get(m.group(2))
+    return None if scale is None else float(m.group(1)) * scale
+
+
+def _empty_rect(value: str | None) -> bool:
+    """``clip: rect(top, right, bottom, left)`` that leaves no area (``auto`` is the box's edge)."""
+    m = _RECT.search(value) if value else None
+    if m is None:
+        return False
+    edges = [None if v == "auto" else _px(v) for v in m.group(1).replace(",", " ").split()]
+    if len(edges) != 4:
+        return False
+    top, right, bottom, left = edges
+    return (top is not None and bottom is not None and bottom <= top) or \
+        (left is not None and right is not None and right <= left)
+
+
+def _empty_clip_path(value: str | None) -> bool:
+    """A ``clip-path`` shape with no area: ``inset`` of 50% from both sides, a zero radius, one point."""
+    m = _SHAPE.search(value) if value else None
+    if m is None:
+        return False
+    shape, args = m.group(1), m.group(2).split(" round ")[0]
+    if shape == "inset":
+        sides = ["0%" if v in ("0", "0px") else v for v in args.split()]
+        if not 1 <= len(sides) <= 4 or not all(v.endswith("%") for v in sides):
+            return False  # lengths: how much is left depends on the box's size, which we do not know
+        # the margin shorthand: 1, 2, 3 or 4 values for top, right, bottom, left
+        top, right, bottom, left = (float(sides[i][:-1]) for i in _SHORTHAND_SIDES[len(sides)])
+        return top + bottom >= 100 or right + left >= 100
+    radii = args.split(" at ")[0].split()
+    if shape in ("circle", "ellipse"):
+        sizes = [_px(r) if not r.endswith("%") else float(r[:-1]) for r in radii]
+        return bool(sizes) and any(s is not None and s <= 0 for s in sizes)
+    points = {" ".join(p.split()) for p in args.split(",")}
+    return len(points) == 1 and "," in args  # polygon: every vertex the same point
+
+
+_RECT = re.compile(r"rect\(([^)]*)\)")
+_SHAPE = re.compile(r"^(inset|circle|ellipse|polygon)\(([^)]*)\)")
+_TINY_BOX_PX = 1.0
+# Elements laid out inline (or as table cells) unless a style says otherwise: a width or height
+# does not apply to them (a cell's is a minimum), nor does overflow, so a tiny box hides nothing.
+_INLINE_TAGS = frozenset({
+    "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "label",
+    "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var",
+    "td", "th", "tr",
+})
+_NOT_A_BOX = frozenset({"inline", "contents", "table-cell", "table-row", "table-row-group", "table-column"})
+_SHORTHAND_SIDES = {1: (0, 0, 0, 0), 2: (0, 1, 0, 1), 3: (0, 1, 2, 1), 4: (0, 1, 2, 3)}
 
 
 def hidden_by_style(node: LexborNode, style: str) -> str | None:
     """Why the element's inline style hides it from a reader, or None."""
-    decls = declarations(style)
+    return hiding_reason(declarations(style), lambda: _background(node), node.tag or "")
+
+
+def _is_box(decls: Mapping[str, str], tag: str) -> bool:
+    """Whether the element is a block-level box, which a width, height or overflow applies to."""
+    if decls.get("position") in ("absolute", "fixed") or decls.get("float") in ("left", "right"):
+        return True  # both make any element a block
+    display = decls.get("display")
+    return display not in _NOT_A_BOX if display else tag not in _INLINE_TAGS
+
+
+def hiding_reason(decls: Mapping[str, str], background: Callable[[], Colour | None], tag: str = "div") -> str | None:
+    """Why these declarations (lower-cased, the winners for one element ``tag``) hide it, or None.
+
+    ``background`` gives the nearest opaque background at or above the element; it is called only
+    when the element declares a ``color``.
+    """
     if decls.get("display") == "none":
         return "display:none"
     if decls.get("visibility") in ("hidden", "collapse"):
@@ -150,13 +236,21 @@ def hidden_by_style(node: LexborNode, style: str) -> str | None:
         offset = _length(decls.get(prop))
         if offset is not None and offset <= -999:
             return f"{prop} off-screen"
-    if decls.get("overflow") == "hidden" and any(_length(decls.get(p)) == 0 for p in ("height", "max-height")):
-        return "height:0"
+    if decls.get("position") in ("absolute", "fixed") and _empty_rect(decls.get("clip")):
+        return "clip:rect(0)"
+    if _empty_clip_path(decls.get("clip-path")):
+        return "clip-path:0"
+    overflow = decls.get("overflow", "").split()
+    if overflow and all(v in ("hidden", "clip") for v in overflow) and _is_box(decls, tag):
+        for prop in ("height", "max-height", "width", "max-width"):
+            size = _px(decls.get(prop))
+            if size is not None and size <= _TINY_BOX_PX:
+                return "height:0" if "height" in prop else "width:0"
     colour = parse_colour(decls["color"]) if "color" in decls else None
     if colour is not None:
         if colour[3] <= 0.05:
             return "color:transparent"
-        background = _background(node)
-        if background is not None and _same(colour, background):
+        behind = background()
+        if behind is not None and same_colour(colour, behind):
             return "color same as background"
     return None
