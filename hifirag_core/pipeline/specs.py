@@ -25,6 +25,7 @@ from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import stages, steps
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     AnswerRecord,
@@ -180,7 +181,8 @@ class StageSpec:
         payload = {
             "stage": self.name,
             "version": self.version,
-            "config": rt.cfg.slice(*self.reads),
+            # the question's own steering fields (sites, dates, language, length) replace the run's
+            "config": steered_slice(rt.cfg, question, self.reads),
             "identity": self.identity(self, rt),
             "inputs": {k: fingerprint(v) for k, v in sorted({"question": question, **params}.items())},
         }
