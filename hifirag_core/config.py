@@ -438,10 +438,13 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-                 variant: str | None = None, base: dict[str, Any] | None = None) -> PipelineConfig:
-    """Defaults (or ``base``, such as a parent run's config), then the variant's overrides, then the
-    user's; validated once."""
+                 variant: str | None = None, base: dict[str, Any] | None = None,
+                 layers: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()) -> PipelineConfig:
+    """Defaults (or ``base``, such as a parent run's config), then ``layers`` in order (the config file,
+    the profile: ``hifirag_core.profiles``), then the variant's overrides, then the user's; validated once."""
     data = base if base is not None else PipelineConfig().model_dump(mode="json")
+    for layer in layers:
+        data = _merge(data, layer or {})
     data = _merge(data, variant_overrides or {})
     data = _merge(data, overrides or {})
     if variant is not None:
