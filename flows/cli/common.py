@@ -19,13 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from hifirag_core.config import ConfigError
-from hifirag_core.language import LanguageError
-from hifirag_core.steering import SteeringError
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError
+from hifirag_core.language import LanguageError
 from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
+from hifirag_core.steering import SteeringError
 from hifirag_core.store.warehouse import WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.

@@ -40,8 +40,8 @@ from hifirag_core.config import usable_cores
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
-from hifirag_core.store.blobs import BlobStore, blob_store
 from hifirag_core.steering import DateWindow, SiteRules
+from hifirag_core.store.blobs import BlobStore, blob_store
 from hifirag_core.text import normalize_ws, split_sentences
 from hifirag_core.types import SearchHit
 from hifirag_core.web.page_dates import PageDate, page_dates

@@ -15,10 +15,9 @@ when its files are compacted; a busy day is also compacted every ``compact_every
 
 from __future__ import annotations
 
-import re
-
 import dataclasses
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
