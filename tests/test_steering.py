@@ -349,3 +349,34 @@ def test_a_non_english_question_gets_an_english_answer_with_a_note_offline(steer
     assert answer.language == "fr" and "English only" in answer.note and "French" in answer.note
     english = _answer(steered_root, examples_file, {})["answer"].records[0]
     assert english.language == "en" and english.note is None
+
+
+def test_hifirag_doctor_with_a_profile_says_what_it_lacks(tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("HIFIRAG_CONFIG", raising=False)
+    result = CliRunner().invoke(app, ["doctor", "--profile", "openai", "--data-root", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "Profile openai: it still lacks:" in result.output and "the server's URL" in result.output
+    assert "OPENAI_API_KEY" in result.output
+    bad = CliRunner().invoke(app, ["doctor", "--profile", "nope", "--data-root", str(tmp_path)])
+    assert bad.exit_code == 2 and "unknown profile 'nope'" in bad.output
+
+
+@pytest.mark.parametrize("args, says", [(["--after", "2024-13-01"], "not a day of the calendar"),
+                                        (["--after", "2024-05-01", "--before", "2024-01-01"], "later than before"),
+                                        (["--sites", "http://x.com/a"], "is not a domain"),
+                                        (["--language", "xx"], "unknown language code"),
+                                        (["--length", "tiny"], "steer.length"),
+                                        (["--profile", "openai:m@ftp://x"], "must start with http")])
+def test_a_bad_steering_option_exits_2_before_any_work(questions_file: Path, tmp_path: Path, args, says) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["run", str(questions_file), "--data-root", str(tmp_path / "data"), *args])
+    assert result.exit_code == 2 and says in " ".join(result.output.split())
+    assert not (tmp_path / "data" / "tables").exists()  # nothing was written
