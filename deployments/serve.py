@@ -46,7 +46,8 @@ def deployments() -> list:
 
     shared_faq = str(shared_data_dir() / "docs_faq" / "faq_qa.jsonl")
     out = [
-        answer_questions.to_deployment(name="answer", parameters={"questions": shared_faq, "sample": 20},
+        answer_questions.to_deployment(name="answer", parameters={"questions": shared_faq, "sample": 20,
+                                                                   "profile": "offline"},
                                        description="Answer a JSONL question file with the HiFi-RAG pipeline."),
         reprocess.to_deployment(name="reprocess", description="A new run derived from an earlier one, "
                                 "recomputing from the chosen stage for the chosen questions."),
@@ -58,7 +59,8 @@ def deployments() -> list:
     for name, dataset in (("nightly-eval-faq", "faq-a"), ("nightly-eval-faq-known-item", "faq-b")):
         out.append(evaluate.to_deployment(name=name, cron=NIGHTLY_CRON, parameters=nightly_parameters(dataset),
                                           description=f"Nightly evaluation on {dataset} with the regression gate."))
-    out.append(evaluate.to_deployment(name="eval", parameters={"dataset": "faq-a", "variants": ["final"], "sample": 40},
+    out.append(evaluate.to_deployment(name="eval", parameters={"dataset": "faq-a", "variants": ["final"], "sample": 40,
+                                                                  "profile": "offline"},
                                       description="Evaluate variants on demand (mmu, faq-a, faq-b or a JSONL path)."))
     from flows.testset import build_fresh_testset
 

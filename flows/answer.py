@@ -248,8 +248,14 @@ def answer_questions(
     runner: Runner = "threads",
     dask_address: str | None = None,
     dask_workers: int = 2,
+    profile: str | None = None,
+    config_file: str | None = None,
 ) -> dict:
     """Answer a JSONL file of questions (MMU-RAGent or FAQ format) and persist every stage.
+
+    ``profile`` names the backends in one word (``offline``, ``gemini``, ``openai:MODEL@URL``,
+    ``llama-cpp:MODEL@URL``); ``config_file`` is a TOML settings file (default ``$HIFIRAG_CONFIG`` on the
+    worker); precedence: defaults, the file, the profile, the variant, ``overrides``.
 
     ``overrides`` are ``key=value`` config settings (``url_filter.max_urls=4``); ``fields`` maps
     ``id``/``query``/``reference`` to a custom file's field names; ``evidence_from`` pins the query
@@ -261,7 +267,8 @@ def answer_questions(
     """
     choice = RunnerChoice(runner, dask_address, dask_workers)
     plan = plan_run(questions, variant=variant, overrides=overrides or (), run_id=run_id, limit=limit,
-                    sample=sample, ids=ids, root=data_root, fields=fields, evidence_from=evidence_from)
+                    sample=sample, ids=ids, root=data_root, fields=fields, evidence_from=evidence_from,
+                    profile=profile, config_file=config_file)
     ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
     return run_plan(plan, choice).to_dict()
 
@@ -280,13 +287,16 @@ def answer_variants(
     runner: Runner = "threads",
     dask_address: str | None = None,
     dask_workers: int = 2,
+    profile: str | None = None,
+    config_file: str | None = None,
 ) -> list[dict]:
     """Several variants over the same questions, one run each; stages they share are computed once.
 
     With the dask runner and no address, one LocalCluster serves every variant.
     """
     plans = [plan_run(questions, variant=variant, overrides=overrides or (), limit=limit, sample=sample, ids=ids,
-                      root=data_root, fields=fields, evidence_from=evidence_from) for variant in variants]
+                      root=data_root, fields=fields, evidence_from=evidence_from, profile=profile,
+                      config_file=config_file) for variant in variants]
     for plan in plans:
         ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
     return [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))]

@@ -73,8 +73,12 @@ def evaluate(
     runner: Runner = "threads",
     dask_address: str | None = None,
     dask_workers: int = 2,
+    profile: str | None = None,
+    config_file: str | None = None,
 ):
     """Evaluate variants on a dataset (``mmu``, ``faq-a``, ``faq-b`` or a JSONL path).
+
+    ``profile`` and ``config_file`` as for ``answer-questions`` (the same for every variant).
 
     ``overrides`` are pipeline ``key=value`` settings (they apply to every variant); ``eval_settings``
     are ``EvaluationConfig`` fields (``deberta_path=/models/deberta-xlarge-mnli``). ``baseline`` names
@@ -85,7 +89,8 @@ def evaluate(
     root = resolve_data_root(data_root)
     cfg = build_evaluation_config(eval_settings or [])
     plan = plan_evaluation(dataset, variants or ["final"], cfg=cfg, root=root, limit=limit, sample=sample, ids=ids,
-                           overrides=overrides or [], fields=fields, baseline=baseline, accept=accept)
+                           overrides=overrides or [], fields=fields, baseline=baseline, accept=accept,
+                           profile=profile, config_file=config_file)
     for run in plan.runs:
         ensure_corpus(run.cfg, run.data_root, get_run_logger().info)
     return run_evaluation(plan, RunnerChoice(runner, dask_address, dask_workers), report_dir)

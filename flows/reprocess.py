@@ -32,10 +32,11 @@ def reprocess(
     runner: Runner = "threads",
     dask_address: str | None = None,
     dask_workers: int = 2,
+    profile: str | None = None,
 ) -> dict:
     """Recompute ``run_id`` from ``from_stage`` on (for ``questions``, or all), with ``overrides``
     (``key=value`` settings such as ``models.filter=gemini-2.5-pro``), on threads or a Dask cluster."""
     plan = plan_reprocess(run_id, from_stage=from_stage, question_ids=questions, overrides=overrides or (),
-                          run_id=new_run_id, root=data_root)
+                          run_id=new_run_id, root=data_root, profile=profile)
     ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
     return run_plan(plan, RunnerChoice(runner, dask_address, dask_workers)).to_dict()

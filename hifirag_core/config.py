@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from hifirag_core.hashing import stable_hash
+from hifirag_core.steering import (
+    SteeringError,
+    check_site_conflicts,
+    check_window,
+    day,
+    language_setting,
+    site_list,
+)
 
 
 def usable_cores() -> int:
@@ -221,6 +230,47 @@ class AnswerabilityConfig(Section):
     partial_below: float = Field(default=0.59, ge=0.0, le=1.0)
 
 
+def _checked(check):
+    """A steering check as a pydantic validator (its message becomes the config error)."""
+
+    def run(value: Any) -> Any:
+        try:
+            return check(value)
+        except SteeringError as exc:
+            raise ValueError(str(exc)) from None
+
+    return run
+
+
+class SteerConfig(Section):
+    """Steering (``hifirag_core.steering``): where sources may come from, when they were published, the
+    answer's language and length. The defaults steer nothing: the pipeline is the paper's. A question's
+    own fields (``sites``, ``exclude_sites``, ``after``, ``before``, ``language``, ``length``) replace the
+    run's values for that question."""
+
+    sites: Annotated[tuple[str, ...], BeforeValidator(_checked(site_list))] = ()  # only these domains
+    exclude_sites: Annotated[tuple[str, ...], BeforeValidator(_checked(lambda v: site_list(v, "exclude_sites")))] = ()
+    after: Annotated[date | None, BeforeValidator(_checked(lambda v: day(v, "after")))] = None  # published on or after
+    before: Annotated[date | None, BeforeValidator(_checked(lambda v: day(v, "before")))] = None  # on or before
+    # An undated page inside a date window: keep (the default; see docs/user-guide.md, "Steering") or drop.
+    undated: Literal["keep", "drop"] = "keep"
+    # "auto": the question's own language (detected); or a code such as fr: the writer answers in it.
+    language: Annotated[str, BeforeValidator(_checked(language_setting))] = "auto"
+    length: Literal["short", "standard", "long"] = "standard"
+    # A model writer sees each source's publication date (when known), so it can prefer the newer of
+    # two sources that disagree; false sends the paper's A.4 web content unchanged.
+    source_dates: bool = True
+
+    @model_validator(mode="after")
+    def _possible(self) -> SteerConfig:
+        try:
+            check_site_conflicts(self.sites, self.exclude_sites)
+            check_window(self.after, self.before)
+        except SteeringError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
 # The source types of the second paper; rules that assign them live in hifirag_core.credibility.
 SourceType = Literal[
     "peer_reviewed",
@@ -321,6 +371,7 @@ class PipelineConfig(Section):
     citations: CitationConfig = CitationConfig()
     answerability: AnswerabilityConfig = AnswerabilityConfig()
     credibility: CredibilityConfig = CredibilityConfig()
+    steer: SteerConfig = SteerConfig()
     prompts: PromptsConfig = PromptsConfig()
     limits: LimitsConfig = LimitsConfig()
 
@@ -387,10 +438,13 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-                 variant: str | None = None, base: dict[str, Any] | None = None) -> PipelineConfig:
-    """Defaults (or ``base``, such as a parent run's config), then the variant's overrides, then the
-    user's; validated once."""
+                 variant: str | None = None, base: dict[str, Any] | None = None,
+                 layers: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()) -> PipelineConfig:
+    """Defaults (or ``base``, such as a parent run's config), then ``layers`` in order (the config file,
+    the profile: ``hifirag_core.profiles``), then the variant's overrides, then the user's; validated once."""
     data = base if base is not None else PipelineConfig().model_dump(mode="json")
+    for layer in layers:
+        data = _merge(data, layer or {})
     data = _merge(data, variant_overrides or {})
     data = _merge(data, overrides or {})
     if variant is not None:
@@ -399,7 +453,7 @@ def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dic
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg'].removeprefix('Value error, ')}" for err in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hifirag_core.hashing import stable_hash
 from hifirag_core.jsonl import NotUtf8Error, read_jsonl
+from hifirag_core.steering import QUESTION_FIELDS, question_steering
 
 # format name -> (id field, query field, reference field)
 FORMATS: dict[str, tuple[str, str, str]] = {
@@ -37,11 +38,20 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Question:
+    """One question. ``meta`` holds the line's other fields; its steering fields (``sites``,
+    ``exclude_sites``, ``after``, ``before``, ``language``, ``length``) are checked and normalized, and
+    replace the run's ``steer`` values for this question (``hifirag_core.pipeline.steer``)."""
+
     id: str
     query: str
     reference: str | None
     line_no: int
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def steering(self) -> dict:
+        """The question's own steering fields (absent: the run's)."""
+        return {k: self.meta[k] for k in QUESTION_FIELDS if self.meta.get(k) is not None}
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,8 @@ class QuestionSet:
 
     @property
     def fingerprint(self) -> str:
-        return stable_hash([(q.id, q.query, q.reference) for q in self.questions])
+        # a question's steering is part of what is asked: two files that differ only in it are two runs
+        return stable_hash([(q.id, q.query, q.reference, *([q.steering] if q.steering else [])) for q in self.questions])
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -136,14 +147,17 @@ def load_questions(
         if reference is not None and not isinstance(reference, str):
             problems.append(f"line {line_no}: field {ref_field!r} must be a string or null")
             bad = True
-        if bad:
+        steering, steer_problems = question_steering(obj)
+        problems.extend(f"line {line_no}: {p}" for p in steer_problems)
+        if bad or steer_problems:
             continue
         qid = str(qid).strip()
         if qid in first_line:
             problems.append(f"line {line_no}: duplicate id {qid!r} (first on line {first_line[qid]})")
             continue
         first_line[qid] = line_no
-        meta = {k: v for k, v in obj.items() if k not in (id_field, query_field, ref_field)}
+        meta = {k: v for k, v in obj.items() if k not in (id_field, query_field, ref_field, *QUESTION_FIELDS)}
+        meta.update(steering)
         questions.append(Question(qid, query.strip(), reference, line_no, meta))
     if problems:
         raise InputError(path, problems)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
 from hifirag_core.records import LLMCallRecord
+from hifirag_core.steering import DateWindow, SiteRules
 
 T = TypeVar("T")
 
@@ -34,10 +35,24 @@ class SearchHit:
     snippet: str
 
 
+@dataclass(frozen=True)
+class SearchSteer:
+    """What a search is steered by: pushed into the provider's request where it has a parameter for it
+    (and enforced again on every URL by the stages after search, whatever the provider did)."""
+
+    sites: SiteRules = SiteRules()
+    window: DateWindow = DateWindow()
+    language: str | None = None  # the language the question is asked in, when it is not English
+
+    @property
+    def active(self) -> bool:
+        return self.sites.active or self.window.active or self.language is not None
+
+
 class SearchBackend(Protocol):
     provider: str
 
-    def search(self, query: str, *, num: int) -> list[SearchHit]: ...
+    def search(self, query: str, *, num: int, steer: SearchSteer | None = None) -> list[SearchHit]: ...
 
 
 FetchStatus = Literal[
@@ -69,6 +84,7 @@ class FetchResult:
     encoding: str | None = None  # declared charset, when the response had one
     error: str | None = None
     last_modified: str | None = None  # the Last-Modified header, when the fetcher saw the response headers
+    published: str | None = None  # the page's publication day when the fetcher knows it (the local corpus)
 
 
 class Fetcher(Protocol):
@@ -151,6 +167,22 @@ class SourceDoc:
     title: str
     preview: str
     sections: tuple[SourceSection, ...]
+    published: str | None = None  # the page's publication day (YYYY-MM-DD), when its date evidence gives one
+
+
+@dataclass(frozen=True)
+class AnswerStyle:
+    """How an answer is written beyond the paper's defaults (``AnswerStyle()`` is the paper's writer)."""
+
+    language: str | None = None  # a language code: say which language to answer in (None: the paper's prompt)
+    length: Literal["short", "standard", "long"] = "standard"
+    source_dates: bool = False  # each source shows its publication date
+
+    @property
+    def language_name(self) -> str | None:
+        from hifirag_core.language import language_name
+
+        return language_name(self.language) if self.language else None
 
 
 @dataclass(frozen=True)
@@ -204,7 +236,10 @@ class FilterModel(Protocol):
         ``citations``."""
         ...
 
-    def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]: ...
+    def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
+        """1..max_queries search queries; ``language``: the question's language when it is not English
+        (search in it, and in English where that helps)."""
+        ...
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
         """0-based indices into ``candidates`` of the URLs worth reading, most useful first."""
@@ -232,8 +267,10 @@ class WriterModel(Protocol):
         """As ``FilterModel.job_identity``, for the two passes: ``draft`` and ``refine``."""
         ...
 
-    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]: ...
+    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int,
+              style: AnswerStyle = AnswerStyle()) -> Decision[Conversation]: ...
 
     def refine(
-        self, question: str, conversation: Conversation, examples: list[FewShotExample]
+        self, question: str, conversation: Conversation, examples: list[FewShotExample],
+        style: AnswerStyle = AnswerStyle(),
     ) -> Decision[str]: ...

@@ -216,6 +216,36 @@ def test_a_malformed_body_gets_422_with_a_clear_message(offline, body, headers, 
     assert says in response.json()["error"] and "Traceback" not in response.text
 
 
+def test_the_optional_steering_fields_round_trip_into_the_question_and_its_answer(offline):
+    url, root = offline
+    body = {"query": "Where does Tidewater read its settings from?", "iid": "S_1",
+            "sites": ["tidewater.example"], "after": "2001-01-01", "language": "FR", "length": "short"}
+    response = httpx.post(f"{url}/evaluate", json=body, timeout=300)
+    assert response.status_code == 200 and response.json()["query_id"] == "S_1"
+    assert ".tidewater.toml" in response.json()["generated_response"]
+    (meta,), = Warehouse(root).query("SELECT meta_json FROM questions WHERE question_id = 'S_1'").rows
+    assert json.loads(meta) == {"endpoint": "/evaluate", "iid": "S_1", "sites": ["tidewater.example"],
+                                "after": "2001-01-01", "language": "fr", "length": "short"}
+    (language, note, stage), = Warehouse(root).query(
+        "SELECT language, note, from_stage FROM answers WHERE question_id = 'S_1'").rows
+    assert language == "fr" and "English only" in note  # the offline writer says so
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ({"sites": ["https://docs.example.com/a"]}, "sites: 'https://docs.example.com/a' is not a domain"),
+    ({"after": "2024-05-01", "before": "2024-01-01"}, "after 2024-05-01 is later than before 2024-01-01"),
+    ({"after": "01/05/2024"}, "after must be a day written YYYY-MM-DD"),
+    ({"language": "xx"}, "unknown language code 'xx'"),
+    ({"length": "tiny"}, "length must be one of short, standard, long"),
+])
+def test_a_bad_steering_value_gets_422_with_a_clear_message(offline, extra, says):
+    url, _ = offline
+    for endpoint, body in (("run", {"question": "hello"}), ("evaluate", {"query": "hello", "iid": "B_1"})):
+        response = httpx.post(f"{url}/{endpoint}", json={**body, **extra}, timeout=60)
+        assert response.status_code == 422, endpoint
+        assert says in response.json()["error"] and "Traceback" not in response.text
+
+
 def test_a_body_over_the_limit_gets_413_announced_or_chunked(offline):
     url, _ = offline
     big = json.dumps({"question": "x" * 70_000}).encode()

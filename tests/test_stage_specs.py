@@ -39,10 +39,10 @@ def _covered(read: str, declared: tuple[str, ...]) -> bool:
     return any(read == d or read.startswith(d + ".") for d in declared)
 
 
-def undeclared_reads(data_root, variant: str, questions: list[Question], examples: ExampleSet,
-                     pipeline: tuple[StageSpec, ...] = PIPELINE) -> dict[str, set[str]]:
-    """Run every stage of ``variant`` under a recording config; the fields each read beyond its spec."""
-    cfg = build_config(variant_overrides(variant), variant=variant)
+def stage_reads(data_root, variant: str, questions: list[Question], examples: ExampleSet,
+                pipeline: tuple[StageSpec, ...] = PIPELINE, overrides: dict | None = None) -> dict[str, set[str]]:
+    """Run every stage of ``variant`` under a recording config; the fields each stage read."""
+    cfg = build_config(variant_overrides(variant), overrides, variant=variant)
     reads: set[str] = set()
     recorder = ConfigRecorder(cfg, reads)
     rt = build_runtime(RunContext("spec-check", str(data_root), cfg, examples))
@@ -50,17 +50,24 @@ def undeclared_reads(data_root, variant: str, questions: list[Question], example
     for model in (rt.filter_model, rt.writer_model):
         if hasattr(model, "cfg"):
             model.cfg = recorder
-    extra: dict[str, set[str]] = {}
+    seen: dict[str, set[str]] = {}
     for question in questions:
         trail = Trail(question, rt)
         for stage in pipeline:
             params = stage.gather(trail)  # gathered inputs are fingerprinted whole: their reads key the stage
             reads.clear()
             trail.outputs[stage.name] = stage.run(question, params, rt)
-            missing = {r for r in reads if not _covered(r, stage.reads)}
-            if missing:
-                extra.setdefault(stage.name, set()).update(missing)
-    return extra
+            seen.setdefault(stage.name, set()).update(reads)
+    return seen
+
+
+def undeclared_reads(data_root, variant: str, questions: list[Question], examples: ExampleSet,
+                     pipeline: tuple[StageSpec, ...] = PIPELINE, overrides: dict | None = None) -> dict[str, set[str]]:
+    """Run every stage of ``variant`` under a recording config; the fields each read beyond its spec."""
+    declared = {s.name: s.reads for s in pipeline}
+    found = stage_reads(data_root, variant, questions, examples, pipeline, overrides)
+    extra = {name: {r for r in reads if not _covered(r, declared[name])} for name, reads in found.items()}
+    return {name: missing for name, missing in extra.items() if missing}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -110,3 +117,54 @@ def test_every_stage_is_one_spec_and_io_stages_retry_transient_errors_only():
     assert IO_RETRY.should_retry(TransientError("503"))
     assert not IO_RETRY.should_retry(PermanentError("400 bad request"))
     assert not IO_RETRY.should_retry(KeyError("a bug in the stage"))
+
+
+# Every steering control set, so that every stage that could read one does: a question in English asked
+# for a short French answer, from the test site only, in a window that keeps its (undated) pages.
+STEERING = {"steer": {"sites": ["tidewater.example"], "exclude_sites": ["blog.tidewater.example"],
+                      "after": "2001-01-01", "before": "2030-01-01", "undated": "keep", "language": "fr",
+                      "length": "short", "source_dates": True}}
+QUESTION_FIELDS = {"sites": ["tidewater.example"], "exclude_sites": ["x.example"], "after": "2002-02-02",
+                   "before": "2025-01-01", "language": "de", "length": "long"}
+
+
+def _steer_fields(reads) -> set[str]:
+    return {r for r in reads if r.startswith("steer.")}
+
+
+def test_each_steering_control_keys_exactly_the_stages_that_read_it(data_root, examples_file):
+    """With every control set, no stage reads one it does not declare, and every stage reads every one it
+    declares: the declaration (which keys the cache) is exactly what the stage depends on."""
+    from hifirag_core.llm.examples import resolve_example_set
+    from tests.sitegen import QUESTIONS
+
+    questions = [Question(q["iid"], q["query"], None, i) for i, q in enumerate(QUESTIONS[:2], 1)]
+    examples = resolve_example_set(str(examples_file), "custom")
+    found = stage_reads(data_root, "final", questions, examples, overrides=STEERING)
+    for stage in PIPELINE:
+        declared = _steer_fields(stage.reads)
+        assert _steer_fields(found.get(stage.name, set())) == declared, stage.name
+    assert {s.name for s in PIPELINE if _steer_fields(s.reads)} == {
+        "search", "url_filter", "fetch", "draft", "refine", "answer"}
+
+
+def test_a_questions_own_steering_fields_key_exactly_the_stages_that_declare_them(data_root):
+    """A question's own field changes the cache key of the stages that declare that control, and only theirs."""
+    rt = build_runtime(RunContext("k", str(data_root), build_config(), ExampleSet("", ())))
+    plain = Question("q1", "How do I vacuum a table?", None, 1)
+    for name, value in QUESTION_FIELDS.items():
+        steered = Question("q1", plain.query, None, 1, {name: value})
+        for stage in PIPELINE:
+            changed = stage.cache_key(plain, {}, rt) != stage.cache_key(steered, {}, rt)
+            assert changed == (f"steer.{name}" in stage.reads), (name, stage.name)
+
+
+def test_a_run_level_control_keys_the_same_stages_as_the_questions_own(data_root):
+    """The same value set for the run or on the question gives the same keys."""
+    plain = Question("q1", "How do I vacuum a table?", None, 1)
+    own = Question("q1", plain.query, None, 1, {"length": "short", "sites": ["tidewater.example"]})
+    run = build_runtime(RunContext("k", str(data_root), build_config(
+        overrides={"steer": {"length": "short", "sites": ["tidewater.example"]}}), ExampleSet("", ())))
+    bare = build_runtime(RunContext("k", str(data_root), build_config(), ExampleSet("", ())))
+    for stage in PIPELINE:
+        assert stage.cache_key(plain, {}, run) == stage.cache_key(own, {}, bare), stage.name

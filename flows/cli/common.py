@@ -21,9 +21,11 @@ from rich.table import Table
 from hifirag_core.config import ConfigError
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError
+from hifirag_core.language import LanguageError
 from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
+from hifirag_core.steering import SteeringError
 from hifirag_core.store.warehouse import WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
@@ -43,9 +45,38 @@ DaskAddress = Annotated[str | None, typer.Option(help="An existing Dask schedule
 DaskWorkers = Annotated[int, typer.Option(help="Processes of the local Dask cluster.")]
 Fields = Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")]
+ProfileOpt = Annotated[str | None, typer.Option(
+    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, or a profile "
+    "of your config file \\[default: the config file's, else offline].", show_default=False)]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", envvar="HIFIRAG_CONFIG", help="A TOML file of your settings (sections of the config, a default "
+    "profile, profiles of your own). Precedence: defaults, this file, --profile, the variant, --set.",
+    show_default=False)]
+# Steering (docs/user-guide.md, "Steering"): each is a steer.* setting; a question's own field wins.
+SitesOpt = Annotated[str | None, typer.Option(help="Only these sites, comma-separated (example.com takes its "
+                                              "subdomains too; =example.com that host only).", show_default=False)]
+ExcludeSitesOpt = Annotated[str | None, typer.Option(help="Never these sites, comma-separated.", show_default=False)]
+AfterOpt = Annotated[str | None, typer.Option(help="Only sources published on or after this day (YYYY-MM-DD).",
+                                              show_default=False)]
+BeforeOpt = Annotated[str | None, typer.Option(help="Only sources published on or before this day (YYYY-MM-DD).",
+                                               show_default=False)]
+LanguageOpt = Annotated[str | None, typer.Option(help="The answer's language: auto (the question's) or a code such "
+                                                 "as fr \\[default: auto].", show_default=False)]
+LengthOpt = Annotated[str | None, typer.Option(help="short (the direct answer, at most about 3 sentences), standard "
+                                               "(the paper's) or long (in sections) \\[default: standard].",
+                                               show_default=False)]
+
+
+def steer_overrides(sites: str | None = None, exclude_sites: str | None = None, after: str | None = None,
+                    before: str | None = None, language: str | None = None, length: str | None = None) -> list[str]:
+    """The steering options as ``--set`` pairs (checked with the rest of the config)."""
+    given = {"sites": sites, "exclude_sites": exclude_sites, "after": after, "before": before, "language": language,
+             "length": length}
+    return [f"steer.{name}={value}" for name, value in given.items() if value is not None]
 
 # The errors a command reports as a clear message (exit 2) rather than a traceback.
-EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError)
+EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError, SteeringError,
+            LanguageError)
 
 
 def fail(exc: Exception) -> NoReturn:

@@ -12,12 +12,20 @@ import typer
 
 from flows.cli.common import (
     EXPECTED,
+    AfterOpt,
+    BeforeOpt,
+    ConfigOpt,
     ConsoleLog,
     DaskAddress,
     DaskWorkers,
     DataRoot,
+    ExcludeSitesOpt,
     Fields,
+    LanguageOpt,
+    LengthOpt,
+    ProfileOpt,
     RunnerOpt,
+    SitesOpt,
     console,
     err,
     fail,
@@ -25,6 +33,7 @@ from flows.cli.common import (
     id_list,
     runner_params,
     setup,
+    steer_overrides,
 )
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.store.warehouse import Warehouse, WarehouseError
@@ -41,6 +50,14 @@ def eval_(
                                                    "variant (repeatable).")] = None,
     eval_set: Annotated[list[str] | None, typer.Option("--eval-set", help="Evaluation setting key=value (repeatable), "
                                                        "e.g. citation_support_threshold=0.6.")] = None,
+    profile: ProfileOpt = None,
+    config: ConfigOpt = None,
+    sites: SitesOpt = None,
+    exclude_sites: ExcludeSitesOpt = None,
+    after: AfterOpt = None,
+    before: BeforeOpt = None,
+    language: LanguageOpt = None,
+    length: LengthOpt = None,
     deberta_path: Annotated[Path | None, typer.Option(envvar="HIFIRAG_DEBERTA_PATH", help="Local folder of "
                                                       "microsoft/deberta-xlarge-mnli: BERTScore as the organisers "
                                                       "computed it. Without it, MiniLM BERTScore (its own metric).")] = None,
@@ -74,9 +91,11 @@ def eval_(
     names = [v.strip() for v in variants.split(",") if v.strip()]
     settings = list(eval_set or []) + ([f"deberta_path={deberta_path}"] if deberta_path else [])
     try:  # plan (and so check) everything before Prefect starts
+        overrides = [*steer_overrides(sites, exclude_sites, after, before, language, length), *(set_ or [])]
         plan = plan_evaluation(dataset, names, cfg=build_evaluation_config(settings), root=root, limit=limit,
-                               sample=sample, ids=id_list(ids), overrides=set_ or [], fields=field_map(fields),
-                               baseline=baseline, accept=accept)
+                               sample=sample, ids=id_list(ids), overrides=overrides, fields=field_map(fields),
+                               baseline=baseline, accept=accept, profile=profile,
+                               config_file=str(config) if config else None)
     except EXPECTED as exc:
         fail(exc)
     if deberta_path and not deberta_path.is_dir():

@@ -17,13 +17,21 @@ from rich.table import Table
 
 from flows.cli.common import (
     EXPECTED,
+    AfterOpt,
+    BeforeOpt,
+    ConfigOpt,
     ConsoleLog,
     DaskAddress,
     DaskWorkers,
     DataRoot,
+    ExcludeSitesOpt,
     Fields,
+    LanguageOpt,
+    LengthOpt,
+    ProfileOpt,
     RunnerOpt,
     SetOpt,
+    SitesOpt,
     console,
     fail,
     field_map,
@@ -32,6 +40,7 @@ from flows.cli.common import (
     print_summary,
     runner_params,
     setup,
+    steer_overrides,
 )
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
 from hifirag_core.corpus.store import CorpusError
@@ -56,6 +65,14 @@ def run(
     sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,
     ids: Annotated[str | None, typer.Option(help="Comma-separated question ids.")] = None,
     set_: SetOpt = None,
+    profile: ProfileOpt = None,
+    config: ConfigOpt = None,
+    sites: SitesOpt = None,
+    exclude_sites: ExcludeSitesOpt = None,
+    after: AfterOpt = None,
+    before: BeforeOpt = None,
+    language: LanguageOpt = None,
+    length: LengthOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions in flight at once \\[default: 4].")] = None,
     fields: Fields = None,
     runner: RunnerOpt = "threads",
@@ -65,14 +82,16 @@ def run(
 ) -> None:
     """Answer a file of questions with the HiFi-RAG pipeline and store every stage.
 
-    Runs offline by default (local corpus, offline models); see docs/user-guide.md for real backends.
+    Runs offline by default (local corpus, offline models); --profile names other backends in one word
+    (docs/user-guide.md, "Steering" and "Profiles"). --sites, --exclude-sites, --after, --before,
+    --language and --length steer every question; a question's own fields of the same names win.
     Every answer records whether the sources answer its question (answered, partial or not_found);
     with the default variant a not_found answer says so and lists the closest sources instead of
     answering.
 
-    [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --set url_filter.max_urls=4
+    [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --profile gemini --after 2024-01-01 --length short
     """
-    overrides = list(set_ or [])
+    overrides = [*steer_overrides(sites, exclude_sites, after, before, language, length), *(set_ or [])]
     if concurrency is not None:
         overrides.append(f"limits.concurrency={concurrency}")
     where = runner_params(runner, dask_address, dask_workers)
@@ -84,7 +103,8 @@ def run(
         names = [variant]
     for summary in run_questions(questions, variants=names, run_id=run_id, limit=limit, sample=sample,
                                  ids=id_list(ids), overrides=overrides, data_root=data_root, fields=field_map(fields),
-                                 evidence_from=evidence_from, where=where):
+                                 evidence_from=evidence_from, where=where, profile=profile,
+                                 config_file=str(config) if config else None):
         print_summary(summary)
 
 
@@ -218,6 +238,7 @@ def reprocess(
     questions: Annotated[str | None, typer.Option(help="Comma-separated question ids \\[default: all].")] = None,
     set_: SetOpt = None,
     new_run_id: Annotated[str | None, typer.Option(help="Id of the new run \\[default: derived].")] = None,
+    profile: ProfileOpt = None,
     runner: RunnerOpt = "threads",
     dask_address: DaskAddress = None,
     dask_workers: DaskWorkers = 2,
@@ -238,7 +259,7 @@ def reprocess(
 
     try:
         plan = plan_reprocess(run_id, from_stage=from_stage, question_ids=id_list(questions), overrides=set_ or (),
-                              run_id=new_run_id, root=root)
+                              run_id=new_run_id, root=root, profile=profile)
     except EXPECTED as exc:
         fail(exc)
     (summary,) = answer_plans(root, [plan], where)

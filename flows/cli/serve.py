@@ -6,15 +6,15 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import EXPECTED, DataRoot, SetOpt, fail, setup
+from flows.cli.common import EXPECTED, ConfigOpt, DataRoot, ProfileOpt, SetOpt, fail, setup
 from hifirag_core.config import ConfigError
 
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 5010,
-    profile: Annotated[str, typer.Option(help="Backends: offline (local corpus, offline models), gemini (Gemini, "
-                                         "Google search, direct crawling) or openai (an OpenAI-compatible server).")] = "offline",
+    profile: ProfileOpt = None,
+    config: ConfigOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
                                                     "\\[default: limits.concurrency, 4].")] = None,
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
@@ -32,6 +32,9 @@ def serve(
     the day's service run in the warehouse (stage cache included: a repeated question computes nothing).
     Stops on Ctrl-C or SIGTERM after the questions in flight are answered and recorded.
 
+    A request may steer its question with the optional fields sites, exclude_sites, after, before,
+    language and length (docs/serving.md); a bad value gets 422.
+
     [bold]Example[/bold]: hifirag serve --port 5010 --profile offline --concurrency 4
     """
     root = setup(data_root)
@@ -40,7 +43,8 @@ def serve(
     from hifirag_core.serving.settings import ServiceSettings
 
     try:
-        settings = ServiceSettings(data_root=root, profile=profile, variant=variant, overrides=tuple(set_ or ()),
+        settings = ServiceSettings(data_root=root, profile=profile, config_file=config, variant=variant,
+                                   overrides=tuple(set_ or ()),
                                    concurrency=concurrency, deadline_s=deadline, heartbeat_s=heartbeat,
                                    max_body_bytes=max_body)
     except ValidationError as exc:

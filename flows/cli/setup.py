@@ -11,8 +11,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from flows.cli.common import EXPECTED, DataRoot, SetOpt, console, fail
-from hifirag_core.config import parse_overrides
+from flows.cli.common import EXPECTED, ConfigOpt, DataRoot, ProfileOpt, SetOpt, console, fail
 from hifirag_core.resources import data_root as resolve_data_root
 
 
@@ -62,6 +61,8 @@ def prepare_models() -> None:
 def doctor(
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
     set_: SetOpt = None,
+    profile: ProfileOpt = None,
+    config: ConfigOpt = None,
     reddit_url: Annotated[str | None, typer.Option(help="The Reddit thread the praw check reads "
                                                    "\\[default: a long-archived AMA].")] = None,
     http_url: Annotated[str | None, typer.Option(help="The page the direct-HTTP check fetches "
@@ -72,20 +73,31 @@ def doctor(
 
     A model gets the paper's query-plan prompt with the structured-output schema every filter call
     sends, so a server that refuses the response format shows up here. Keys are named, never printed.
-    Exits 1 when a check failed or something is missing.
+    With --profile (or the config file's profile), it first says what that profile still lacks: a
+    server's URL or model name, a key. Exits 1 when a check failed or something is missing.
 
-    [bold]Example[/bold]: hifirag doctor --set backends.filter_llm=openai --set models.openai_base_url=http://127.0.0.1:8080/v1
+    [bold]Example[/bold]: hifirag doctor --profile llama-cpp:local@http://127.0.0.1:8080/v1
     """
-    from hifirag_core.backends.doctor import HTTP_PROBE_URL, REDDIT_PROBE_URL, check_backends
-    from hifirag_core.config import build_config
+    from hifirag_core.backends.doctor import HTTP_PROBE_URL, REDDIT_PROBE_URL, check_backends, profile_gaps
     from hifirag_core.pipeline.variants import variant_overrides
+    from hifirag_core.profiles import load_config_file, resolve_config
     from hifirag_core.secrets import install_log_redaction
 
     install_log_redaction()
     try:
-        cfg = build_config(variant_overrides(variant), parse_overrides(list(set_ or [])), variant=variant)
+        file = load_config_file(config)
+        cfg = resolve_config(variant=variant, variant_settings=variant_overrides(variant), overrides=list(set_ or []),
+                             profile=profile, file=file)
     except EXPECTED as exc:
         fail(exc)
+    chosen = profile or file.profile
+    gaps = profile_gaps(chosen, cfg) if chosen else []
+    if chosen:
+        console.print(f"Profile [bold]{escape(chosen)}[/bold]" + (f" (config file {escape(str(file.path))})"
+                                                                  if file.path else "") + ": "
+                      + ("nothing is missing." if not gaps else "it still lacks:"), highlight=False)
+        for gap in gaps:
+            console.print(f"  - {escape(gap)}", highlight=False)
     checks = check_backends(cfg, resolve_data_root(data_root), reddit_url=reddit_url or REDDIT_PROBE_URL,
                             http_url=http_url or HTTP_PROBE_URL)
     table = Table("role", "backend", "status", "what works, or what is missing", "cost", box=box.SIMPLE_HEAD)
@@ -93,7 +105,7 @@ def doctor(
     for c in checks:
         table.add_row(c.role, c.backend, f"[{colour[c.status]}]{c.status}[/]", escape(c.detail), escape(c.cost))
     console.print(table)
-    if any(c.status != "ok" for c in checks):
+    if gaps or any(c.status != "ok" for c in checks):
         raise typer.Exit(1)
 
 

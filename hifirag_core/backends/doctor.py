@@ -10,6 +10,7 @@ redacted (``hifirag_core.secrets``).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,3 +199,27 @@ def _reddit(cfg: PipelineConfig, guards, env, url: str) -> Check:
     except (BackendError, RedditError, RedditThreadNotFound) as exc:
         return Check("reddit", "praw", FAILED, redact(f"{type(exc).__name__}: {exc}") or "", cost)
     return Check("reddit", "praw", OK, f"{url}: {len(thread.comments)} top-level comments", cost)
+
+
+def profile_gaps(spec: str, cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    """What the configuration still lacks for the profile to run: settings a user must give, and keys."""
+    from hifirag_core.backends.factory import required_secrets
+
+    gaps = []
+    roles = [r for r in ("filter", "writer") if getattr(cfg.backends, f"{r}_llm") == "openai"]
+    name = spec.partition(":")[0]
+    if roles:
+        urls = [cfg.models.openai_filter_base_url or cfg.models.openai_base_url,
+                cfg.models.openai_writer_base_url or cfg.models.openai_base_url]
+        if not all(urls):
+            gaps.append(f"the server's URL: write --profile {name}:MODEL@URL (or set models.openai_base_url); "
+                        "without one, OpenAI's own API is used")
+        for role in roles:
+            model = getattr(cfg.models, role)
+            if model.startswith("gemini-"):
+                gaps.append(f"the server's model name for the {role} role (models.{role} is still {model}): "
+                            f"--profile {name}:MODEL@URL")
+    for secret in required_secrets(cfg):
+        if optional_secret(secret, env) is None:
+            gaps.append(f"{' or '.join(SECRETS[secret].env)}: {SECRETS[secret].purpose}")
+    return gaps

@@ -40,6 +40,7 @@ from hifirag_core.text import (
     word_count,
 )
 from hifirag_core.types import (
+    AnswerStyle,
     ChatTurn,
     Conversation,
     Decision,
@@ -47,6 +48,7 @@ from hifirag_core.types import (
     FewShotExample,
     PageOverview,
     SearchHit,
+    SearchSteer,
     SectionPreview,
     SentenceCitation,
     SourceDoc,
@@ -85,8 +87,12 @@ class LocalSearch:
         self.index = index
         self.identity = f"local:{index.identity}"
 
-    def search(self, query: str, *, num: int) -> list[SearchHit]:
-        return self.index.search(query, num)
+    def search(self, query: str, *, num: int, steer: SearchSteer | None = None) -> list[SearchHit]:
+        """The corpus's best pages for ``query``; steering's site rules and date window leave pages out
+        (the corpus has no language to choose: its pages are what they are)."""
+        if steer is None:
+            return self.index.search(query, num)
+        return self.index.search(query, num, sites=steer.sites, window=steer.window)
 
 
 class LocalFetcher:
@@ -104,9 +110,11 @@ class LocalFetcher:
         if page is None or url not in self.index:
             return FetchResult(url=url, status="not_found", fetcher=self.name, http_status=404,
                                error="not in the local corpus")
+        published = self.index.corpus.published().get(page.url)
         return FetchResult(
             url=url, status="ok", fetcher=self.name, final_url=normalize_url(url), http_status=200,
             content_type="text/html; charset=utf-8", body=self.blobs.get(page.sha256), kind="html",
+            published=published.isoformat() if published else None,
         )
 
 
@@ -152,7 +160,9 @@ class OfflineFilterModel:
     def job_identity(self, job: str) -> str:
         return self.identity
 
-    def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
+    def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
+        # the offline planner cannot translate: a question not in English is searched as asked (the answer
+        # says that the offline default is English-only)
         return Decision(search_queries(question, max_queries), method="offline-keywords")
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
@@ -248,6 +258,7 @@ class _Candidate:
     position: int  # unit position within the section
     sentences: tuple[str, ...]  # a prose sentence, with the ones that point back at it
     section_score: float = 0.0  # the ranker's score of the section, relative to the best kept section
+    heading: str = ""  # the section's heading (a long answer's sections are titled with it)
 
     @property
     def text(self) -> str:
@@ -298,7 +309,8 @@ def _candidates(sources: list[SourceDoc], per_section: int = PER_SECTION) -> lis
             relative = section.score / best if best and section.score is not None else 0.0
             # Text with "[n]" in it (an index in code, a footnote) would read as a source marker: left out.
             units = [u for u in prose_units(section.text) if not any(_MARKER.search(p) for p in u)][:per_section]
-            out.extend(_Candidate(source.index, rank, pos, unit, relative) for pos, unit in enumerate(units))
+            heading = (section.heading_path[-1] if section.heading_path else "") or source.title
+            out.extend(_Candidate(source.index, rank, pos, unit, relative, heading) for pos, unit in enumerate(units))
     return out
 
 
@@ -315,6 +327,39 @@ def _shortlist(question: str, candidates: list[_Candidate]) -> list[_Candidate]:
     return [c for i, c in enumerate(candidates) if i in keep]
 
 
+# Steering's lengths (steer.length): a long answer draws on this many times the draft's word budget, in
+# sections; a short one keeps at most SHORT_SENTENCES sentences, the one closest to the question first.
+LONG_FACTOR = 3
+SHORT_SENTENCES = 3
+_YES_NO = re.compile(r"^\s*(?:is|are|am|was|were|can|could|does|do|did|should|shall|will|would|has|have|had|may|might|"
+                     r"must|isn't|aren't|can't|doesn't|don't|won't)\b", re.IGNORECASE)
+# A sentence that denies: "cannot", "is not", "doesn't", "never", "no longer" ...
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot|neither|nor|none|nothing)\b|n't\b", re.IGNORECASE)
+
+
+def is_yes_no(question: str) -> bool:
+    """Whether the question asks yes or no ("Is ...?", "Can I ...?"), not which or how."""
+    return bool(_YES_NO.match(question)) and " or " not in question.lower()
+
+
+def yes_or_no(sentence: str) -> str:
+    """The offline writer's yes/no: "No" when the sentence that best answers the question denies, else "Yes".
+    A heuristic (measured in bench/bench_steering.py on the FAQ questions whose gold answer starts with one)."""
+    return "No" if _NEGATION.search(strip_markers(sentence)) else "Yes"
+
+
+def join_sections(candidates: list[_Candidate]) -> str:
+    """A long answer: the chosen units under their sections' headings, in the order given."""
+    parts: list[str] = []
+    current = None
+    for c in candidates:
+        if (c.source, c.section_rank) != current:
+            current = (c.source, c.section_rank)
+            parts.append(f"## {c.heading}" if c.heading else "")
+        parts.append(c.marked())
+    return "\n\n".join(p for p in parts if p)
+
+
 class OfflineWriterModel:
     """Extractive stand-in for the strong model's two passes."""
 
@@ -326,8 +371,13 @@ class OfflineWriterModel:
     def job_identity(self, job: str) -> str:
         return self.identity
 
-    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
+    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int,
+              style: AnswerStyle = AnswerStyle()) -> Decision[Conversation]:
+        """MMR within ``max_words``; a long answer (``style.length``) draws on more and keeps its sections.
+        The offline writer is English-only: ``style.language`` changes nothing here (the answer says so)."""
         prompt = ChatTurn("user", f"{question}\n\n[{len(sources)} sources]")
+        if style.length == "long":
+            max_words *= LONG_FACTOR
         candidates = _candidates(sources)
         if not candidates:
             return Decision(Conversation((prompt, ChatTurn("model", ""))), method="offline-mmr",
@@ -355,13 +405,21 @@ class OfflineWriterModel:
         # against 97.7% in this order, with ROUGE-L 0.648 against 0.663; protocol (a) 0.135 and 0.136.)
         chosen = [i for i in chosen if not any(candidates[j].holds(candidates[i]) for j in chosen if j != i)]
         chosen.sort(key=lambda i: (candidates[i].source, candidates[i].section_rank, candidates[i].position))
+        if style.length == "long":
+            return Decision(Conversation((prompt, ChatTurn("model", join_sections([candidates[i] for i in chosen])))),
+                            method="offline-mmr-long")
         text = join_units([candidates[i].marked() for i in chosen])
         return Decision(Conversation((prompt, ChatTurn("model", text))), method="offline-mmr")
 
-    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample]) -> Decision[str]:
+    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample],
+               style: AnswerStyle = AnswerStyle()) -> Decision[str]:
         draft = conversation.last_reply
         if not draft.strip():
             return Decision("", method="offline-fit", status="no_evidence", error="the draft is empty")
+        if style.length == "long":
+            return Decision(draft, method="offline-long")  # the draft's sections, as drawn
+        if style.length == "short":
+            return Decision(self.short(question, _marked_units(draft)), method="offline-short")
         target = self.target_words(examples)
         sentences = _marked_units(draft)
         # The draft puts the best-ranked evidence first: trim from the end, stopping at the length
@@ -376,6 +434,25 @@ class OfflineWriterModel:
         if is_howto(question) and len(sentences) > 1:
             return Decision(join_units(_with_antecedents(sentences), numbered=True), method="offline-fit")
         return Decision(join_units(sentences), method="offline-fit")
+
+    def short(self, question: str, units: list[str]) -> str:
+        """At most SHORT_SENTENCES sentences: the unit closest to the question first (after "Yes:" or "No:"
+        when the question asks yes or no), then the draft's next ones; prose before quoted blocks."""
+        prose = [u for u in units if "\n" not in strip_markers(u).strip()] or units
+        relevance = hybrid_scores(question, [strip_markers(u) for u in prose], self.embedder)
+        lead = prose[int(np.argmax(relevance))]
+        picked = [lead]
+        count = len(split_sentences(strip_markers(lead)))
+        for unit in prose:
+            n = len(split_sentences(strip_markers(unit)))
+            if unit is lead or count + n > SHORT_SENTENCES:
+                continue
+            picked.append(unit)
+            count += n
+        text = join_units(picked)
+        if is_yes_no(question):
+            text = f"{yes_or_no(lead)}: {text}"
+        return text
 
     def target_words(self, examples: list[FewShotExample]) -> int:
         """The examples' median answer length, within sane bounds; the draft budget without examples."""

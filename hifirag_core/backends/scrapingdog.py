@@ -9,6 +9,12 @@ Wire formats:
 * scrape (https://docs.scrapingdog.com/web-scraping-api): ``GET {base}/scrape?api_key=…&url=…&
   dynamic=false``; the body is the page itself.
 
+Steering (``SearchSteer``): Scrapingdog passes the query to Google, so site rules travel as
+``site:`` / ``-site:`` terms of ``query``; a date window as Google's custom date range,
+``tbs=cdr:1,cd_min:M/D/YYYY,cd_max:M/D/YYYY``; a non-English question's language as ``language``
+(Google's interface language, https://docs.scrapingdog.com/google-search-scraper-api). The stages after
+search enforce every rule again on each URL and page.
+
 Scrapingdog answers 429 when the plan's concurrency is exceeded and 410 when its own fetch of the
 target timed out; both, and 5xx, are retried. A 404 means the target page was not found.
 """
@@ -16,6 +22,7 @@ target timed out; both, and 5xx, are retried. A 404 means the target page was no
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import httpx
 
@@ -24,7 +31,7 @@ from hifirag_core.backends.http_fetch import classify_body, declared_charset, fe
 from hifirag_core.errors import BackendError, PermanentError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
-from hifirag_core.types import FetchResult, SearchHit
+from hifirag_core.types import FetchResult, SearchHit, SearchSteer
 
 _SCRAPINGDOG_RETRYABLE = frozenset({408, 410, 429})
 
@@ -53,9 +60,9 @@ class ScrapingdogSearchBackend:
         """Close the HTTP connection pool."""
         self._http.close()
 
-    def _query(self, query: str, num: int, timeout: float) -> dict:
+    def _query(self, query: str, num: int, timeout: float, steer: dict[str, str]) -> dict:
         params = {"api_key": self._key.reveal(), "query": query, "results": num, "country": self._country,
-                  "page": 0, "advance_search": "false"}
+                  "page": 0, "advance_search": "false", **steer}
         try:
             response = self._http.get(self._url, params=params, timeout=timeout)
         except httpx.TransportError as exc:
@@ -71,9 +78,10 @@ class ScrapingdogSearchBackend:
             raise PermanentError("scrapingdog: the reply is not a JSON object")
         return data
 
-    def search(self, query: str, *, num: int) -> list[SearchHit]:
+    def search(self, query: str, *, num: int, steer: SearchSteer | None = None) -> list[SearchHit]:
         """Up to ``num`` organic results, in rank order."""
-        data, _ = self._guard.call(lambda t: self._query(query, num, t), timeout=self._timeout, paid=True)
+        query, extra = steered_request(query, steer)
+        data, _ = self._guard.call(lambda t: self._query(query, num, t, extra), timeout=self._timeout, paid=True)
         if self._guard.budget is not None and self._cost:
             self._guard.budget.charge(usd=self._cost)
         results = [r for r in data.get("organic_results") or [] if isinstance(r, dict)]
@@ -86,6 +94,29 @@ class ScrapingdogSearchBackend:
                 hits.append(SearchHit(title=str(r.get("title") or ""), url=link,
                                       snippet=str(r.get("snippet") or "").replace("\n", " ").strip()))
         return hits[:num]
+
+
+def _us_day(day: date) -> str:
+    return f"{day.month}/{day.day}/{day.year}"
+
+
+def steered_request(query: str, steer: SearchSteer | None) -> tuple[str, dict[str, str]]:
+    """The query and the extra request parameters that carry ``steer`` (see the module docstring)."""
+    if steer is None or not steer.active:
+        return query, {}
+    from hifirag_core.backends.google_search import site_terms
+
+    terms = [t for t in (site_terms(steer.sites.sites, exclude=False), site_terms(steer.sites.exclude, exclude=True))
+             if t]
+    params: dict[str, str] = {}
+    window = steer.window
+    if window.active:
+        bounds = [f"cd_min:{_us_day(window.after)}" if window.after else "",
+                  f"cd_max:{_us_day(window.before)}" if window.before else ""]
+        params["tbs"] = ",".join(["cdr:1", *(b for b in bounds if b)])
+    if steer.language:
+        params["language"] = steer.language
+    return " ".join([query, *terms]), params
 
 
 class ScrapingdogFetcher:

@@ -9,7 +9,8 @@ whole, a long page (a FAQ with fifty questions) drowns the one section that answ
 and BM25's length normalization buries it (on the FAQ set, the gold page is in the top 10 for 70%
 of the questions by whole-page BM25 and for 93% by best passage). Results read like a web search
 API: title, URL and a snippet from the best passage. Excluded URL patterns (the FAQ protocol
-leaves the FAQ pages out) are masked at query time, so any exclusion set is free.
+leaves the FAQ pages out) are masked at query time, so any exclusion set is free; so are steering's
+site rules and date windows (``search(..., steer=...)``), on each page's host and publication date.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from hifirag_core.config import usable_cores
 from hifirag_core.corpus.sources import SourcePage
 from hifirag_core.hashing import stable_hash
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
+from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.store.blobs import BlobStore, blob_store
 from hifirag_core.text import normalize_ws, split_sentences
 from hifirag_core.types import SearchHit
@@ -176,6 +178,7 @@ class Corpus:
         self._pages: dict[str, CorpusPage] | None = None
         self._indexes: dict[tuple[str, ...], CorpusIndex] = {}
         self._bm25: tuple[list[str], np.ndarray, bm25s.BM25] | None = None
+        self._published: dict[str, date | None] | None = None
         self._stemmer = Stemmer.Stemmer("english")
 
     @property
@@ -277,6 +280,14 @@ class Corpus:
     def page(self, url: str) -> CorpusPage | None:
         return self.pages().get(normalize_url(url))
 
+    def published(self) -> dict[str, date | None]:
+        """Every page's publication day (its best published date), or None when it has none."""
+        if self._published is None:
+            table = pq.read_table(self.pages_path, columns=["url", "published"])
+            self._published = dict(zip(table.column("url").to_pylist(), table.column("published").to_pylist(),
+                                       strict=True))
+        return self._published
+
     def page_dates(self) -> dict[str, list[PageDate]]:
         """Every page's date signals, best first, as recorded when the corpus was built."""
         table = pq.read_table(self.pages_path, columns=["url", "dates_json"])
@@ -343,6 +354,7 @@ class CorpusIndex:
         self.bm25 = bm25
         self.mask = mask  # per page
         self.passage_mask = mask[owners]
+        self._steered: dict[tuple[SiteRules, DateWindow], np.ndarray] = {}
 
     @property
     def identity(self) -> str:
@@ -355,14 +367,29 @@ class CorpusIndex:
     def __contains__(self, url: str) -> bool:
         return self.corpus.page(url) is not None and not is_excluded(normalize_url(url), self.exclude)
 
-    def search(self, query: str, num: int = 10) -> list[SearchHit]:
-        """Top ``num`` pages by their best passage's BM25, each with a snippet from that passage."""
+    def steered_mask(self, sites: SiteRules, window: DateWindow) -> np.ndarray:
+        """The passage mask with the pages the site rules or the date window rule out left out too."""
+        key = (sites, window)
+        if key not in self._steered:
+            published = self.corpus.published()
+            keep = np.array([1.0 if sites.allows(u) and window.verdict(published.get(u)) is None else 0.0
+                             for u in self.urls], dtype=np.float32)
+            self._steered[key] = self.passage_mask * keep[self.owners]
+        return self._steered[key]
+
+    def search(self, query: str, num: int = 10, *, sites: SiteRules = SiteRules(),
+               window: DateWindow = DateWindow()) -> list[SearchHit]:
+        """Top ``num`` pages by their best passage's BM25, each with a snippet from that passage; only pages
+        the site rules and the date window allow."""
         query_tokens = self.corpus.tokenize([query])
         if not query_tokens[0] or num <= 0:
             return []
-        k = min(max(PASSAGE_POOL, num), int(self.passage_mask.sum()))
+        passage_mask = self.steered_mask(sites, window) if sites.active or window.active else self.passage_mask
+        k = min(max(PASSAGE_POOL, num), int(passage_mask.sum()))
+        if k <= 0:
+            return []  # the steering leaves no page of the corpus
         docs, scores = self.bm25.retrieve(
-            query_tokens, k=k, show_progress=False, n_threads=1, weight_mask=self.passage_mask
+            query_tokens, k=k, show_progress=False, n_threads=1, weight_mask=passage_mask
         )
         best: dict[int, int] = {}  # page -> its best passage (results come best first)
         for doc, score in zip(docs[0], scores[0], strict=True):

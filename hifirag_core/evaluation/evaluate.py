@@ -93,8 +93,10 @@ class EvaluationPlan:
 def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationConfig, root: Path,
                     limit: int | None = None, sample: int | None = None, ids: Sequence[str] | None = None,
                     overrides: Sequence[str] = (), fields: dict[str, str] | None = None,
-                    baseline: str | None = None, accept: bool = False, now: datetime | None = None) -> EvaluationPlan:
-    """Resolve the dataset, check every variant and the questions, and name the evaluation."""
+                    baseline: str | None = None, accept: bool = False, now: datetime | None = None,
+                    profile: str | None = None, config_file: str | Path | None = None) -> EvaluationPlan:
+    """Resolve the dataset, check every variant and the questions, and name the evaluation (every variant
+    with the same profile and config file: ``hifirag_core.profiles``)."""
     ds = resolve_dataset(dataset, fields, root)
     if not ds.path.exists():
         where = "" if ds.name.startswith("custom:") else " (the shared data: ../shared/data, or set HIFIRAG_SHARED_DATA)"
@@ -108,7 +110,7 @@ def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationCon
         limit = ds.default_limit
     all_overrides = (*ds.overrides, *overrides)
     plans = [plan_run(ds.path, variant=v, overrides=all_overrides, limit=limit, sample=sample, ids=ids, root=root,
-                      fields=ds.fields) for v in names]
+                      fields=ds.fields, profile=profile, config_file=config_file) for v in names]
     fingerprints = {p.questions.fingerprint for p in plans}
     if len(fingerprints) != 1:  # a variant with other few-shot examples drops other questions
         raise ConfigError("the variants do not answer the same questions (their few-shot example sets differ); "
@@ -116,7 +118,8 @@ def plan_evaluation(dataset: str, variants: Sequence[str], *, cfg: EvaluationCon
     questions = plans[0].questions
     fingerprint = ds.fingerprint(questions)
     stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%S")
-    key = stable_hash([fingerprint, names, list(overrides), cfg.model_dump(mode="json")], 6)
+    key = stable_hash([fingerprint, names, list(overrides), cfg.model_dump(mode="json"),
+                       *([plans[0].cfg.fingerprint()] if profile or config_file else [])], 6)
     evaluation_id = check_run_id(f"eval-{ds.slug}-{stamp}-{key}"[:128])
     if baseline is not None:
         _require_evaluation(Warehouse(root), baseline)

@@ -51,6 +51,7 @@ from hifirag_core.llm.prompts import (
     render_sources,
 )
 from hifirag_core.types import (
+    AnswerStyle,
     ChatModel,
     ChatReply,
     ChatTurn,
@@ -128,6 +129,7 @@ class LLMFilterModel:
         self.section_fallback_k = section_fallback_k
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
         self.prompt_hashes = hashes
+        self.steering_hashes = {"query_plan": f"query_language={prompts['query_language'].hash}"}
         self.identity = (
             f"llm-filter/v{PARSER_VERSION}|{_chat_identity(chat)}|"
             + ",".join(f"{n}={h}" for n, h in hashes.items())
@@ -141,11 +143,12 @@ class LLMFilterModel:
                     "citations": self.citation_fallback}.get(job, "raw_question")
         return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
                 f"{job}={self.prompt_hashes[job]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
-                + (f"|support={'yes' if self.support else 'none'}" if job == "citations" else ""))
+                + (f"|support={'yes' if self.support else 'none'}" if job == "citations" else "")
+                + (f"|{self.steering_hashes[job]}" if job in self.steering_hashes else ""))
 
-    def _ask(self, name: str, schema: dict, **values: str) -> ChatReply:
+    def _ask(self, name: str, schema: dict, *, extra: str = "", **values: str) -> ChatReply:
         prompt = self.prompts[name]
-        text = prompt.render(**values)
+        text = prompt.render(**values) + (f"\n{extra}" if extra else "")
         return self.chat.chat([ChatTurn("user", text)], stage=name, prompt_name=name,
                               prompt_hash=prompt.hash, response_schema=schema)
 
@@ -172,10 +175,16 @@ class LLMFilterModel:
         return Decision(kept, method=f"llm+fallback:{fallback}{basis}", calls=[reply.call], status=status,
                         error=error, scores=scores)
 
-    def plan_queries(self, question: str, *, max_queries: int) -> Decision[list[str]]:
-        """A.1: 1..max_queries search queries; falls back to the raw question."""
+    def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
+        """A.1: 1..max_queries search queries; falls back to the raw question. ``language``: a question not
+        in English gets ``query_language.txt`` (search in its language, and in English where that helps)."""
+        extra = ""
+        if language:
+            from hifirag_core.language import language_name
+
+            extra = self.prompts["query_language"].render(language=language_name(language))
         reply = self._ask("query_plan", object_schema("queries", "string"), question=question,
-                          query_range=query_range(max_queries))
+                          query_range=query_range(max_queries), extra=extra)
         if reply.text is not None:
             parsed = parse_queries(reply.text, max_queries=max_queries)
             if parsed.ok:
@@ -268,6 +277,9 @@ class LLMWriterModel:
         names = (self.draft_prompt_name, "refine", *(("answerability",) if answerability else ()))
         hashes = {n: prompts[n].hash for n in names}
         self.prompt_hashes = hashes
+        # steering's additions: part of both passes' identities (the cache key has the steering values)
+        self.steering = ",".join(f"{n}={prompts[n].hash}" for n in ("answer_language", "answer_short", "answer_long",
+                                                                      "source_dates"))
         self.identity = f"llm-writer/v{PARSER_VERSION}|{_chat_identity(chat)}|" + ",".join(
             f"{n}={h}" for n, h in hashes.items()
         )
@@ -278,19 +290,37 @@ class LLMWriterModel:
         name = self.draft_prompt_name if job == "draft" else "refine"
         asked = f",answerability={self.prompt_hashes['answerability']}" if job == "draft" and self.asks_answerability \
             else ""
-        return f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}" + asked
+        return (f"llm-writer/v{PARSER_VERSION}|{_chat_identity(self.chat)}|{name}={self.prompt_hashes[name]}" + asked
+                + f"|{self.steering}")
 
-    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int) -> Decision[Conversation]:
+    def _steering(self, style: AnswerStyle, *, dates: bool) -> list[str]:
+        """The lines steering adds to a pass: the answer's language, its length, the sources' dates."""
+        lines = []
+        if dates and style.source_dates:
+            lines.append(self.prompts["source_dates"].render())
+        if style.language:
+            lines.append(self.prompts["answer_language"].render(language=style.language_name or style.language))
+        if style.length != "standard":
+            lines.append(self.prompts[f"answer_{style.length}"].render())
+        return lines
+
+    def draft(self, question: str, sources: list[SourceDoc], *, max_words: int,
+              style: AnswerStyle = AnswerStyle()) -> Decision[Conversation]:
         """Pass 1: the answer from the filtered sources (or, for Baseline Q, from the raw query).
 
         The length comes from the paper's prompt (one paragraph of 1-4 sentences, or 200 words for
-        Baseline Q); ``max_words`` belongs to the offline writer and is not sent to the model.
+        Baseline Q) unless ``style`` asks for another; ``max_words`` belongs to the offline writer and is
+        not sent to the model. ``style`` adds the steering prompts (the sources' dates, the answer's
+        language and length); ``AnswerStyle()`` sends the paper's prompt unchanged.
         """
         prompt = self.prompts[self.draft_prompt_name]
-        if self.draft_prompt_name == "draft":
-            text = prompt.render(question=question, web_content=render_sources(sources))
+        with_sources = self.draft_prompt_name == "draft"
+        if with_sources:
+            text = prompt.render(question=question, web_content=render_sources(sources, dates=style.source_dates))
         else:
             text = prompt.render(question=question)
+        for line in self._steering(style, dates=with_sources):
+            text = f"{text}\n{line}"
         if self.asks_answerability:
             text = f"{text}\n{self.prompts['answerability'].render()}"
         user = ChatTurn("user", text)
@@ -302,8 +332,11 @@ class LLMWriterModel:
                             error=reply.call.error or "the model returned no text")
         return Decision(Conversation((user, ChatTurn("model", answer))), method="llm", calls=[reply.call])
 
-    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample]) -> Decision[str]:
-        """Pass 2: the refine instruction with the few-shot examples, in the draft's conversation.
+    def refine(self, question: str, conversation: Conversation, examples: list[FewShotExample],
+               style: AnswerStyle = AnswerStyle()) -> Decision[str]:
+        """Pass 2: the refine instruction with the few-shot examples, in the draft's conversation (then the
+        answer's language and length when ``style`` asks for them: the examples are English, and their
+        length is the paper's).
 
         On failure the value is the draft itself (``method`` ``llm+fallback:draft``) so the caller
         can still answer; ``status`` says why.
@@ -315,7 +348,8 @@ class LLMWriterModel:
             return Decision(draft, method="llm+fallback:draft", status="no_examples",
                             error="the refine pass needs few-shot examples")
         prompt = self.prompts["refine"]
-        turns = [*conversation.turns, ChatTurn("user", prompt.render(examples=render_examples(examples)))]
+        instruction = "\n".join([prompt.render(examples=render_examples(examples)), *self._steering(style, dates=False)])
+        turns = [*conversation.turns, ChatTurn("user", instruction)]
         reply = self.chat.chat(turns, stage="refine", prompt_name=prompt.name, prompt_hash=prompt.hash)
         answer = (reply.text or "").strip()
         if reply.text is None or not answer:

@@ -39,7 +39,20 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
     "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
     "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
+    # ours, steering (hifirag_core.steering): appended to the paper's prompts when a control asks for it
+    "query_language": frozenset({"language"}),  # A.1, a question not in English
+    "answer_language": frozenset({"language"}),  # A.4, the answer's language
+    "answer_short": frozenset(),  # A.4, steer.length=short
+    "answer_long": frozenset(),  # A.4, steer.length=long
+    "source_dates": frozenset(),  # A.4 pass 1, sources with their publication dates
 }
+# Prompts beyond the paper: each file starts with a header ("# Not in the paper ...") that says so.
+OURS: frozenset[str] = frozenset({"answerability", "query_language", "answer_language", "answer_short", "answer_long",
+                                  "source_dates"})
+# Steering's prompts: a custom prompts folder may leave them out (the project's own are used then).
+STEERING_PROMPTS: tuple[str, ...] = ("query_language", "answer_language", "answer_short", "answer_long",
+                                     "source_dates")
+HEADER_MARK = "# Not in the paper"
 # What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for
 # the pipeline does not need it.
 PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES if n != "testset_fresh")
@@ -113,12 +126,28 @@ def check_fences(name: str, text: str) -> None:
         raise PromptError(f"prompt {name!r}: carries page text, so it must say once: {FENCE_NOTE!r}")
 
 
+def split_header(text: str) -> tuple[str, str]:
+    """A file's header (its leading lines that start with ``#``) and the template after it."""
+    lines = text.splitlines(keepends=True)
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        n += 1
+    return "".join(lines[:n]), "".join(lines[n:])
+
+
 def prompt_from_text(name: str, text: str) -> Prompt:
-    """Build and check a prompt from its file content."""
+    """Build and check a prompt from its file content (a leading ``#`` header is not sent)."""
     try:
         expected = PROMPT_VARIABLES[name]
     except KeyError:
         raise PromptError(f"unknown prompt {name!r}; known: {sorted(PROMPT_VARIABLES)}") from None
+    header, body = split_header(text)
+    if name in OURS and not header.startswith(HEADER_MARK):
+        raise PromptError(f"prompt {name!r} is not in the paper, so its file must start with a header line "
+                          f"{HEADER_MARK!r} that says where it is used")
+    if name not in OURS and header:
+        raise PromptError(f"prompt {name!r} is the paper's: its file has no header (a first line starting with #)")
+    text = body
     used = parse_template(name, text)
     if used != expected:
         raise PromptError(
@@ -126,8 +155,8 @@ def prompt_from_text(name: str, text: str) -> Prompt:
             f"missing {sorted(expected - used)}, unknown {sorted(used - expected)}"
         )
     check_fences(name, text)
-    # The hash covers the file exactly as stored, so any edit changes every dependent cache key.
-    return Prompt(name=name, template=text.rstrip("\n"), hash=text_hash(text), variables=used)
+    # The hash covers the file exactly as stored (header included), so any edit changes every dependent cache key.
+    return Prompt(name=name, template=text.rstrip("\n"), hash=text_hash(header + text), variables=used)
 
 
 def load_prompt(name: str, prompts_dir: Path | Traversable | None = None) -> Prompt:
@@ -151,7 +180,12 @@ class PromptSet:
     def load(cls, prompts_dir: Path | Traversable | None = None, names: Iterable[str] | None = None) -> PromptSet:
         """Load the named prompts (default: every prompt of the answer pipeline)."""
         directory = prompts_dir or prompts_folder()
-        return cls({n: load_prompt(n, directory) for n in (names or PIPELINE_PROMPTS)}, directory)
+        prompts = {}
+        for n in names or PIPELINE_PROMPTS:
+            # steering's own prompts come from the project when a custom folder has none of its own
+            optional = prompts_dir is not None and n in STEERING_PROMPTS and not directory.joinpath(f"{n}.txt").is_file()
+            prompts[n] = load_prompt(n, None if optional else directory)
+        return cls(prompts, directory)
 
     def __getitem__(self, name: str) -> Prompt:
         try:
@@ -200,8 +234,9 @@ def render_section_previews(sections: list[SectionPreview]) -> str:
     return "\n".join(lines)
 
 
-def render_sources(sources: list[SourceDoc]) -> str:
-    """A.4/A.5's "[web content]": sources numbered ``[n]`` with title, URL, preview and kept sections.
+def render_sources(sources: list[SourceDoc], *, dates: bool = False) -> str:
+    """A.4/A.5's "[web content]": sources numbered ``[n]`` with title, URL, preview and kept sections;
+    with ``dates``, each source's publication day (``Published: unknown`` when it has none).
 
     Sections are rendered in the order given (best first) under their heading path.
     """
@@ -210,6 +245,8 @@ def render_sources(sources: list[SourceDoc]) -> str:
     blocks = []
     for doc in sources:
         parts = [f"[{doc.index}] {_clean(doc.title)}", f"URL: {doc.url}"]
+        if dates:
+            parts.append(f"Published: {doc.published or 'unknown'}")
         if doc.preview.strip():
             parts.append(f"Preview: {_clean(doc.preview)}")
         for section in doc.sections:

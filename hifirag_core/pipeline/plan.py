@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hifirag_core.config import PipelineConfig, build_config, parse_overrides, uses_real_backends
+from hifirag_core.config import ConfigError, PipelineConfig, build_config, uses_real_backends
 from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
 from hifirag_core.pipeline.specs import spec, stage_index
 from hifirag_core.pipeline.variants import variant_overrides
-from hifirag_core.questions import Question, QuestionSet, load_questions, select_questions
+from hifirag_core.profiles import ConfigFile, resolve_config
+from hifirag_core.questions import InputError, Question, QuestionSet, load_questions, select_questions
 from hifirag_core.resources import data_root
 from hifirag_core.store.warehouse import Warehouse, WarehouseError, check_run_id
 
@@ -97,11 +98,17 @@ def plan_run(
     root: str | Path | None = None,
     fields: dict[str, str] | None = None,
     evidence_from: str | None = None,
+    profile: str | None = None,
+    config_file: str | Path | None = None,
 ) -> RunPlan:
     """Everything a run needs, validated before anything is written: made once, by the command or the
-    flow that starts the run, and handed on whole (the questions file is read here and only here)."""
+    flow that starts the run, and handed on whole (the questions file is read here and only here).
+
+    The config is the defaults, the config file (``config_file`` or ``$HIFIRAG_CONFIG``), the profile,
+    the variant, then ``overrides`` (``hifirag_core.profiles``)."""
     path = Path(questions_path)
-    cfg = build_config(variant_overrides(variant), parse_overrides(list(overrides)), variant=variant)
+    cfg = resolve_config(variant=variant, variant_settings=variant_overrides(variant), overrides=overrides,
+                         profile=profile, config_file=config_file)
     if uses_real_backends(cfg):  # a missing key stops the run before anything is written
         from hifirag_core.backends.factory import check_secrets
 
@@ -109,6 +116,7 @@ def plan_run(
     every = load_questions(path, fields=fields)
     examples = resolve_example_set(cfg.generation.examples, every.format)
     questions = select_questions(every, limit=limit, sample=sample, ids=ids, exclude_ids=examples.ids)
+    check_steering(cfg, questions)
     root_path = data_root(root)
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
@@ -117,6 +125,22 @@ def plan_run(
         run_id = f"{questions.slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
                    evidence_from=evidence_from)
+
+
+def check_steering(cfg: PipelineConfig, questions: QuestionSet) -> None:
+    """Each question's own steering fields with the run's: an impossible window or site set fails here."""
+    problems = []
+    for q in questions.questions:
+        if not q.steering:
+            continue
+        merged = {**cfg.steer.model_dump(mode="json"), **q.steering}
+        try:
+            build_config(base={**cfg.model_dump(mode="json"), "steer": merged})
+        except ConfigError as exc:
+            problems.append(f"line {q.line_no} ({q.id}): with the run's steering, "
+                            f"{str(exc).removeprefix('invalid configuration: ')}")
+    if problems:
+        raise InputError(questions.path, problems)
 
 
 def _require_run(warehouse: Warehouse, run_id: str, what: str) -> list[tuple]:
@@ -135,13 +159,17 @@ def plan_reprocess(
     overrides: Sequence[str] = (),
     run_id: str | None = None,
     root: str | Path | None = None,
+    profile: str | None = None,
 ) -> RunPlan:
     """A run derived from ``parent_run_id``: stages before ``from_stage`` (and every stage of the
-    questions not chosen) come from the parent's rows; the rest is computed with ``overrides``."""
+    questions not chosen) come from the parent's rows; the rest is computed with the profile, then
+    ``overrides``, over the parent's config (the config file is not read again: the parent's config
+    holds what it said)."""
     warehouse = Warehouse(data_root(root))
     config_json, variant, dataset, evidence_from = _require_run(warehouse, parent_run_id, "reprocess")[0]
     spec = ReuseSpec(parent_run_id, from_stage, frozenset(question_ids) if question_ids else None)
-    cfg = build_config(overrides=parse_overrides(list(overrides)), base=json.loads(config_json), variant=variant)
+    cfg = resolve_config(variant=variant, overrides=overrides, profile=profile, base=json.loads(config_json),
+                         file=ConfigFile())
     if uses_real_backends(cfg):
         from hifirag_core.backends.factory import check_secrets
 

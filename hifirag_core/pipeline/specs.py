@@ -25,6 +25,7 @@ from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import stages, steps
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     AnswerRecord,
@@ -180,7 +181,8 @@ class StageSpec:
         payload = {
             "stage": self.name,
             "version": self.version,
-            "config": rt.cfg.slice(*self.reads),
+            # the question's own steering fields (sites, dates, language, length) replace the run's
+            "config": steered_slice(rt.cfg, question, self.reads),
             "identity": self.identity(self, rt),
             "inputs": {k: fingerprint(v) for k, v in sorted({"question": question, **params}.items())},
         }
@@ -293,32 +295,35 @@ def _live_age(kind: Literal["search", "fetch"]) -> Callable[[PipelineConfig], fl
 
 _FILTER_MODEL = ("backends.filter_llm", "models.filter")
 _WRITER_MODEL = ("backends.writer_llm", "models.writer")
+# Steering (hifirag_core.pipeline.steer): the site rules, and the date window with its rule for undated pages.
+_SITES = ("steer.sites", "steer.exclude_sites")
+_WINDOW = ("steer.after", "steer.before", "steer.undated")
 
 PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
-        "query_plan", (QueryPlanRecord,), "1", ("query_plan", "search.enabled", *_FILTER_MODEL),
+        "query_plan", (QueryPlanRecord,), "2", ("query_plan", "search.enabled", *_FILTER_MODEL),
         stages.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
         role="filter", job="query_plan", io=True, retry=IO_RETRY, fallback=_raw_plan, rebuild=_plan_queries,
         evidence=True, step=lambda o, t: steps.query_plan(o),
     ),
     StageSpec(
-        "search", (SearchResultRecord,), "1", ("search", "backends.search", "corpus"),
+        "search", (SearchResultRecord,), "2", ("search", "backends.search", "corpus", *_SITES, *_WINDOW),
         stages.search, lambda t: {"plan": t["query_plan"]}, "Run the query plan against the search backend.",
         io=True, retry=IO_RETRY, identity=_search_identity, max_age_hours=_live_age("search"), evidence=True,
         step=lambda o, t: steps.search(o),
     ),
     StageSpec(
-        "url_filter", (UrlDecisionRecord,), "2",
-        ("url_filter", "credibility", "limits.caps", "backends.writer_llm", *_FILTER_MODEL),
+        "url_filter", (UrlDecisionRecord,), "3",
+        ("url_filter", "credibility", "limits.caps", "backends.writer_llm", *_FILTER_MODEL, *_SITES),
         stages.filter_urls, lambda t: {"results": t["search"]},
         "Keep the search results worth reading, judged on title and snippet (prompt A.2).",
         role="filter", job="url_filter", io=True, retry=IO_RETRY, fallback=_search_rank,
         step=lambda o, t: steps.url_filter(o),
     ),
     StageSpec(
-        "fetch", (PageRecord,), f"2/{DETECTOR_VERSION}",
+        "fetch", (PageRecord,), f"3/{DETECTOR_VERSION}",
         ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
-         "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm"),
+         "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm", *_SITES, *_WINDOW),
         stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
@@ -339,13 +344,15 @@ PIPELINE: tuple[StageSpec, ...] = (
         step=lambda o, t: steps.section_rank(o, t.get("sections"), t.get("fetch")),
     ),
     StageSpec(
-        "draft", (DraftRecord,), "1", ("generation.draft_words", "generation.prompt", "generation.mmr_lambda", *_WRITER_MODEL),
+        "draft", (DraftRecord,), "2", ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",
+                                       *_WRITER_MODEL, "steer.language", "steer.length", "steer.source_dates"),
         stages.write_draft, lambda t: {"sources": t.sources()}, "Generation pass 1 (prompt A.4).",
         role="writer", job="draft", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_conversation,
         step=lambda o, t: steps.draft(o),
     ),
     StageSpec(
-        "refine", (DraftRecord,), "1", ("generation.two_pass", "generation.examples", *_WRITER_MODEL),
+        "refine", (DraftRecord,), "2", ("generation.two_pass", "generation.examples", *_WRITER_MODEL, "steer.language",
+                                        "steer.length"),
         stages.refine_answer, lambda t: {"draft": t["draft"]},
         "Generation pass 2: few-shot style and length (prompt A.4).",
         role="writer", job="refine", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_refined_text,
@@ -361,7 +368,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         role="filter", job="citations", io=True, retry=IO_RETRY, step=lambda o, t: steps.citations(o),
     ),
     StageSpec(
-        "answer", (AnswerRecord,), "3", ("answerability.abstain",),
+        "answer", (AnswerRecord,), "4", ("answerability.abstain", "steer.language", "backends.writer_llm"),
         stages.assemble_answer,
         lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],
                    "decision": t.answerability(), "sources": t.sources()},

@@ -17,10 +17,12 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, date, datetime
 
 import numpy as np
 
 from hifirag_core.config import GenerationConfig, caps_apply
+from hifirag_core.corpus.store import normalize_url
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.evidence.answerability import CALIBRATION, abstention_text, strip_answerability
@@ -35,6 +37,7 @@ from hifirag_core.evidence.attribution import (
 from hifirag_core.pipeline.context import ContextLimit, context_limit
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
@@ -55,20 +58,24 @@ from hifirag_core.records import (
 from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.sectioning.pdf import parse_pdf_sections
+from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.text import split_sentences, word_count
 from hifirag_core.types import (
     RETRYABLE_FETCH_STATUSES,
+    AnswerStyle,
     ChatTurn,
     Conversation,
     Decision,
     FetchResult,
     PageOverview,
+    SearchSteer,
     SectionPreview,
     SourceDoc,
     SourceSection,
     UrlCandidate,
 )
 from hifirag_core.web.blocked import detect_blocked
+from hifirag_core.web.page_dates import best_date, dates_of_page
 from hifirag_core.web.reddit import (
     RedditError,
     RedditThreadNotFound,
@@ -117,7 +124,11 @@ def plan_query(question: Question, rt: Runtime) -> StageOutput:
     if not cfg.enabled or not rt.cfg.search.enabled:
         record = QueryPlanRecord(queries=[question.query], method="raw")
         return StageOutput(records=[record], value=[question.query])
-    decision = rt.filter_model.plan_queries(question.query, max_queries=cfg.max_queries)
+    # a question not in English: search in its language (and in English where that helps); the question's
+    # language is a function of its text, which keys this stage already
+    detected = Steer(question, rt.cfg).detected
+    language = detected.code if detected.code != "en" else None
+    decision = rt.filter_model.plan_queries(question.query, max_queries=cfg.max_queries, language=language)
     queries = [q for q in decision.value if q.strip()] or [question.query]
     record = QueryPlanRecord(queries=queries, method=decision.method, status=decision.status, error=decision.error,
                              model=getattr(rt.filter_model, "model", None),
@@ -131,9 +142,11 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
     queries: list[str] = plan.value or [question.query]
     records: list[Record] = []
     errors: list[BackendError] = []
+    steering = search_steer(question, rt)
     for qi, query in enumerate(queries):
         try:
-            hits = rt.search.search(query, num=rt.cfg.search.results_per_query)
+            hits = (rt.search.search(query, num=rt.cfg.search.results_per_query, steer=steering) if steering.active
+                    else rt.search.search(query, num=rt.cfg.search.results_per_query))
         except BackendError as exc:
             errors.append(exc)
             records.append(SearchResultRecord(query=query, query_index=qi, provider=rt.search.provider,
@@ -148,6 +161,13 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
         raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
     status = (error_status(errors[0]) if errors and len(errors) == len(queries) else OK)
     return StageOutput(records=records, status=status, error=records[0].error if status != OK else None)
+
+
+def search_steer(question: Question, rt: Runtime) -> SearchSteer:
+    """What the search request carries: the site rules, the date window, a non-English question's language."""
+    steer = Steer(question, rt.cfg)
+    detected = steer.detected.code
+    return SearchSteer(steer.sites, steer.window, detected if detected != "en" else None)
 
 
 def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
@@ -177,9 +197,19 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
     Every row carries its source type and prior (and, with the prior on, its final score), so
     runs with and without the prior compare row by row.
     """
-    hits = _merged_hits(results)
-    if not hits:
+    every = _merged_hits(results)
+    if not every:
         return StageOutput(records=[], status="no_results" if results.status == OK else results.status)
+    # steering's site rules, on every URL: a result they rule out is never judged, fetched or cited
+    rules = Steer(question, rt.cfg).sites
+    excluded = [(h, rules.verdict(h.url or "")) for h in every if rules.verdict(h.url or "") is not None]
+    hits = [h for h in every if rules.allows(h.url or "")]
+    dropped: list[Record] = [
+        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet, search_rank=every.index(h) + 1,
+                          kept=False, method="steer:sites", status="excluded", error=why)
+        for h, why in excluded]
+    if not hits:
+        return StageOutput(records=dropped, status="no_results", error="steering's site rules left no result")
     cfg = rt.cfg.url_filter
     cred = rt.cfg.credibility
     texts = [f"{h.title or ''}. {h.snippet or ''}" for h in hits]
@@ -205,13 +235,14 @@ def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageO
         method = f"{method}+prior"
     order = {idx: pos for pos, idx in enumerate(kept, 1)}
     records: list[Record] = [
-        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet, search_rank=i + 1, kept=i in order,
+        UrlDecisionRecord(url=h.url or "", title=h.title, snippet=h.snippet,
+                          search_rank=(every.index(h) + 1) if dropped else i + 1, kept=i in order,
                           order=order.get(i), score=scores[i] if scores else None, method=method,
                           source_type=priors[i].source_type, prior=priors[i].prior,
                           final_score=priors[i].final_score if cred.enabled else None, status=status, error=error)
         for i, h in enumerate(hits)
     ]
-    return StageOutput(records=records, calls=list(calls), status=status, error=error)
+    return StageOutput(records=records + dropped, calls=list(calls), status=status, error=error)
 
 
 def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
@@ -222,14 +253,24 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
 def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
     """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
 
-    The fetchers keep their own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
+    Steering is enforced on every page: a URL the site rules rule out is not fetched, and a page whose
+    final URL (after redirects, or a Reddit thread's own URL) they rule out, or whose date falls outside
+    the date window, keeps no content (status ``excluded``, the error says why). The fetchers keep their
+    own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
     """
+    steer = Steer(question, rt.cfg)
+    rules, window = steer.sites, steer.window
     capped = caps_apply(rt.cfg, "filter" if rt.cfg.url_filter.enabled else "writer")
     kept = kept_urls(decisions)
     chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, 1))
     records: dict[int, PageRecord] = {}
     to_fetch = []
     for order, decision in chosen:
+        why = rules.verdict(decision.url)
+        if why is not None:
+            records[order] = PageRecord(url=decision.url, order=order, title=decision.title, fetcher="steer",
+                                        status="excluded", error=why)
+            continue
         reused, source = None, None
         if rt.evidence_pages is not None and decision.url in rt.evidence_pages:
             reused, source = rt.evidence_pages[decision.url], f"evidence:{rt.evidence_run}"
@@ -238,8 +279,9 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         if reused is not None:
             page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
             # a page cached before the detector knew its shape is judged now (pinned evidence stays as it was)
-            records[order] = _screened(page, rt.blobs.get(page.content_sha256)) \
+            page = _screened(page, rt.blobs.get(page.content_sha256)) \
                 if source == "page-cache" and page.content_sha256 else page
+            records[order] = _steered(_dated(page, rt), rules, window)
         else:
             to_fetch.append((order, decision))
 
@@ -255,9 +297,10 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
         page = _screened(page, result.body if result.status == "ok" else None)
         if page.ok and result.body is not None:
             page.content_sha256 = rt.blobs.put(result.body)
+            page = _dated(page, rt, body=result.body, published=result.published, last_modified=result.last_modified)
         if rt.page_cache is not None:
-            rt.page_cache.put(page)
-        return page
+            rt.page_cache.put(page)  # as fetched: whether steering keeps it depends on the question
+        return _steered(page, rules, window)
 
     if to_fetch:
         with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(to_fetch))) as pool:
@@ -266,10 +309,45 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> Stag
                 page = future.result()
                 records[page.order] = page
     ordered: list[Record] = [records[order] for order, _ in chosen]
-    failed = [r for r in ordered if not r.ok]
-    if ordered and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+    failed = [r for r in ordered if not r.ok and r.status != "excluded"]
+    if failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
         raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
     return StageOutput(records=ordered)
+
+
+def _dated(page: PageRecord, rt: Runtime, *, body: bytes | None = None, published: str | None = None,
+           last_modified: str | None = None) -> PageRecord:
+    """The page with its publication day: the fetcher's (the local corpus records it), else read from the
+    page's own date evidence (``hifirag_core.web.page_dates``); a Reddit thread's is its submission's."""
+    if page.published is not None or not page.ok or page.content_sha256 is None:
+        return page
+    if published is not None:
+        return replace(page, published=published, date_source="corpus")
+    body = body if body is not None else rt.blobs.get(page.content_sha256)
+    if page.kind == "reddit":
+        created = thread_from_json(body).created_utc
+        day = datetime.fromtimestamp(created, UTC).date().isoformat() if created else None
+        return replace(page, published=day, date_source="reddit:created_utc" if day else None)
+    if page.kind != "html":
+        return page
+    found = best_date(dates_of_page(body, url=page.final_url or page.url, last_modified=last_modified,
+                                    today=date.today()))
+    return replace(page, published=found.date.isoformat(), date_source=found.source) if found else page
+
+
+def _steered(page: PageRecord, rules: SiteRules, window: DateWindow) -> PageRecord:
+    """The page as ``excluded``, without content, when its final URL or its date is outside the steering."""
+    if not page.ok:
+        return page
+    why = rules.verdict(page.final_url) if page.final_url else None
+    if why is not None:
+        why = f"redirected to {page.final_url}: {why}" if normalize_url(page.final_url or "") != normalize_url(page.url) \
+            else why
+    else:
+        why = window.verdict(date.fromisoformat(page.published) if page.published else None)
+    if why is None:
+        return page
+    return replace(page, status="excluded", error=why, content_sha256=None)
 
 
 def _screened(page: PageRecord, body: bytes | None) -> PageRecord:
@@ -433,7 +511,8 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
             continue
         secs = tuple(SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path), sent[d.section_id],
                                    d.score) for d in decisions)
-        sources.append(SourceDoc(len(sources) + 1, page.url, page.title or "", decisions[0].preview, secs))
+        sources.append(SourceDoc(len(sources) + 1, page.url, page.title or "", decisions[0].preview, secs,
+                                 published=page.published))
     return sources
 
 
@@ -485,8 +564,24 @@ def _writer_text(text: str | None, rt: Runtime) -> str | None:
     return strip_answerability(text) if text and writer_asked(rt) else text
 
 
+def answer_style(question: Question, rt: Runtime, *, dates: bool) -> AnswerStyle:
+    """How the writer is asked to write: the steering's language, length and (pass 1) the sources' dates.
+    An English question answered in English keeps the paper's prompt."""
+    steer = Steer(question, rt.cfg)
+    language = steer.language if steer.non_english else None
+    return AnswerStyle(language=language, length=steer.length,  # type: ignore[arg-type]
+                       source_dates=steer.source_dates if dates else False)
+
+
+def _with_style(call, style: AnswerStyle):
+    """A writer call with ``style`` only when it departs from the paper's (writers that predate steering)."""
+    return call(style=style) if style != AnswerStyle() else call()
+
+
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
-    decision = rt.writer_model.draft(question.query, sources, max_words=rt.cfg.generation.draft_words)
+    style = answer_style(question, rt, dates=True)
+    decision = _with_style(lambda **kw: rt.writer_model.draft(question.query, sources,
+                                                              max_words=rt.cfg.generation.draft_words, **kw), style)
     text = _writer_text(decision.value.last_reply, rt) if decision.status == OK else None
     record = DraftRecord(text=text, n_words=word_count(text) if text else None,
                          source_urls=[s.url for s in sources], method=decision.method,
@@ -515,7 +610,9 @@ def refine_answer(question: Question, draft: StageOutput, rt: Runtime) -> StageO
     if draft.status != OK or not isinstance(conversation, Conversation) or not conversation.last_reply:
         record = DraftRecord(status="skipped", error="no draft to refine")
         return StageOutput(records=[record], status="skipped")
-    decision = rt.writer_model.refine(question.query, conversation, list(rt.examples.examples))
+    style = answer_style(question, rt, dates=False)
+    decision = _with_style(lambda **kw: rt.writer_model.refine(question.query, conversation, list(rt.examples.examples),
+                                                               **kw), style)
     text = _writer_text(decision.value, rt) if decision.status == OK else None
     draft_record = draft.records[0]
     assert isinstance(draft_record, DraftRecord)
@@ -597,15 +694,27 @@ def abstains(decision: Answerability, rt: Runtime) -> bool:
     return rt.cfg.answerability.abstain and decision.verdict == "not_found"
 
 
+def language_note(steer: Steer, rt: Runtime) -> str | None:
+    """What a reader of an offline answer to a question not in English (or asked for in another language) is told."""
+    if not steer.non_english or rt.cfg.backends.writer_llm != "offline":
+        return None
+    asked = "this question is in " + steer.detected.name if steer.detected.code != "en" else \
+        f"{steer.language_name} was asked for"
+    return (f"The offline default answers in English only ({asked}): its models and the local corpus are "
+            "English. Use a model writer (for example --profile gemini) for answers in other languages.")
+
+
 def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput, citations: StageOutput,
                     decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
     answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
     closest sources under "See also" and cites nothing."""
     text, from_stage = final_text(draft, refined)
+    steer = Steer(question, rt.cfg)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
-               "answerability_signals": decision.signals_json()}
+               "answerability_signals": decision.signals_json(), "language": steer.language,
+               "note": language_note(steer, rt)}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
     if abstains(decision, rt):

@@ -38,6 +38,8 @@ STAGE_STATUSES: dict[str, str] = {
     "budget_exceeded": "the run's budget was spent before the call",
     "deadline_exceeded": "the question's deadline passed",
     "missing_secret": "a key the backend needs is not set",
+    "excluded": "steering ruled it out: a site rule (the URL, or the URL it redirected to) or the date window "
+                "(the page's date); the error says which",
 }
 
 
@@ -162,6 +164,10 @@ class PageRecord(Record):
     reused_from: str | None = None  # "page-cache" or "evidence:<run>" when not fetched afresh
     # status "blocked": what stood in for the content, "<reason>:<vendor>" (hifirag_core.web.blocked)
     block_reason: str | None = None
+    # the page's publication day (YYYY-MM-DD) from its date evidence (hifirag_core.web.page_dates), and where
+    # it was read ("corpus", "json-ld:datePublished", "url:path", ...); NULL when the page gives none
+    published: str | None = None
+    date_source: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -261,6 +267,8 @@ class AnswerRecord(Record):
     answerability_signals: str | None = None  # JSON: the evidence signals behind the score
     abstained: bool = False  # the text says the sources do not answer (answerability.abstain was on)
     see_also_urls: list[str] = field(default_factory=list)  # the closest sources an abstaining answer lists
+    language: str | None = None  # the language the answer was asked to be in (steer.language, or the question's)
+    note: str | None = None  # what a reader should know about how it was written (the offline writer's English)
 
 
 @dataclass(kw_only=True)

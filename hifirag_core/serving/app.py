@@ -98,7 +98,7 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
-        ticket = service.admit(parsed.query, "/evaluate", parsed.iid)
+        ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
         if ticket is None:
             return busy()
         text = await service.evaluate(ticket)
@@ -111,7 +111,7 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
-        ticket = service.admit(parsed.question, "/run")
+        ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()
         return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",

@@ -15,6 +15,11 @@ What the organisers publish (AGI-LTI/MMU-RAGent-Preview ``pages/text-to-text.md`
   error ends it with ``error`` set and ``complete: true``.
 * The whole process has a hard limit of 10 minutes (the competition's FAQ).
 
+Ours, beyond the contract: both bodies take the optional steering fields ``sites``, ``exclude_sites``
+(lists of domains, or one comma-separated string), ``after``, ``before`` (``YYYY-MM-DD``), ``language``
+(``auto`` or a code) and ``length`` (``short``, ``standard``, ``long``), checked as a question file's
+(``hifirag_core.steering``); the required fields are the contract's, unchanged.
+
 Each message carries the whole state so far (every step, and the answer as far as it has been
 written) rather than a delta: the last message alone is the complete answer, as the contract asks,
 and RMIT's R2RAG (rmit-ir/NeurIPS-MMU-RAG ``src/tools/responses/mmu_rag_stream.py``) streams the same way.
@@ -29,7 +34,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from hifirag_core.steering import (
+    QUESTION_FIELDS,
+    SteeringError,
+    check_site_conflicts,
+    check_window,
+    day,
+    language_setting,
+    length_setting,
+    site_list,
+)
 
 STEP_SEPARATOR = "|||---|||"
 COMPETITION_LIMIT_S = 600.0  # "a hard limit of 10 minutes for the entire process"
@@ -47,20 +63,65 @@ class _Body(BaseModel):
 
     @field_validator("*")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
+    def _not_blank(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
         value = value.strip()
         if not value:
             raise ValueError("must not be empty")
         return value
 
 
-class RunRequest(_Body):
+def _steering_check(check):
+    def run(cls, value: Any, info) -> Any:
+        if value is None:
+            return None
+        try:
+            return check(value, info.field_name)
+        except SteeringError as exc:
+            raise ValueError(str(exc).removeprefix(f"{info.field_name}: ")) from None
+
+    return classmethod(run)
+
+
+class _Steered(_Body):
+    """The optional steering fields (ours), as a question file's; absent or null: the service's own."""
+
+    sites: tuple[str, ...] | None = None
+    exclude_sites: tuple[str, ...] | None = None
+    after: str | None = None
+    before: str | None = None
+    language: str | None = None
+    length: str | None = None
+
+    _sites = field_validator("sites", "exclude_sites", mode="before")(_steering_check(site_list))
+    _days = field_validator("after", "before", mode="before")(
+        _steering_check(lambda v, name: day(v, name).isoformat() if day(v, name) else None))
+    _language = field_validator("language", mode="before")(_steering_check(language_setting))
+    _length = field_validator("length", mode="before")(_steering_check(length_setting))
+
+    @model_validator(mode="after")
+    def _possible(self):
+        try:
+            check_site_conflicts(self.sites or (), self.exclude_sites or ())
+            check_window(day(self.after, "after"), day(self.before, "before"))
+        except SteeringError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def steering(self) -> dict[str, Any]:
+        """The fields given, as ``Question.meta`` holds them."""
+        values = {name: getattr(self, name) for name in QUESTION_FIELDS if getattr(self, name) is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+class RunRequest(_Steered):
     """``POST /run``."""
 
     question: str
 
 
-class EvaluateRequest(_Body):
+class EvaluateRequest(_Steered):
     """``POST /evaluate``."""
 
     query: str
@@ -87,7 +148,7 @@ class BadRequest(ValueError):
 
 def parse_request(raw: bytes, model: type[Body], *, max_chars: dict[str, int] | None = None) -> Body:
     """The body as ``model``, or ``BadRequest`` saying what is wrong with it and what to send instead."""
-    example = json.dumps({name: "..." for name in model.model_fields})
+    example = json.dumps({name: "..." for name, info in model.model_fields.items() if info.is_required()})
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
@@ -36,7 +37,8 @@ SERVICE_DATASET = "service"
 
 def service_run_id(profile: str, cfg: PipelineConfig, day: date) -> str:
     """The service run of one day for one configuration."""
-    return check_run_id(f"service-{profile}-{cfg.variant}-{cfg.fingerprint()[:8]}-{day:%Y%m%d}")
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", profile.partition(":")[0])  # "llama-cpp:MODEL@URL" -> "llama-cpp"
+    return check_run_id(f"service-{name}-{cfg.variant}-{cfg.fingerprint()[:8]}-{day:%Y%m%d}")
 
 
 class ServiceRuns:

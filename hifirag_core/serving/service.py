@@ -52,7 +52,13 @@ from hifirag_core.serving.report import (
     render_report,
     stage_step,
 )
-from hifirag_core.serving.settings import ServiceSettings, capacity, service_config, service_examples
+from hifirag_core.serving.settings import (
+    ServiceSettings,
+    capacity,
+    service_config,
+    service_examples,
+    service_profile,
+)
 from hifirag_core.store.warehouse import Warehouse
 
 log = logging.getLogger("hifirag.service")
@@ -163,7 +169,8 @@ class Service:
         self.cfg = service_config(settings)
         self.examples = service_examples(self.cfg)
         self.warehouse = Warehouse(settings.data_root)
-        self.runs = ServiceRuns(self.warehouse, settings.profile, self.cfg, self.examples, settings.overrides,
+        self.profile = service_profile(settings)
+        self.runs = ServiceRuns(self.warehouse, self.profile, self.cfg, self.examples, settings.overrides,
                                 compact_every=settings.compact_every)
         self.gate = _Gate(capacity(settings, self.cfg))
         self.pipeline = ThreadPoolExecutor(self.gate.capacity, thread_name_prefix="hifirag-question")
@@ -179,7 +186,7 @@ class Service:
         ensure_corpus(plan.cfg, plan.data_root, log.info)
         self.answerer.warm_up(plan)
         log.info("HiFi-RAG service ready: profile %s, variant %s, %d at a time, deadline %.0f s, data in %s",
-                 self.settings.profile, self.cfg.variant, self.gate.capacity, self.settings.deadline_s,
+                 self.profile, self.cfg.variant, self.gate.capacity, self.settings.deadline_s,
                  self.settings.data_root)
 
     async def start(self) -> None:
@@ -203,13 +210,14 @@ class Service:
 
     # --- a request --------------------------------------------------------------------------------------
 
-    def admit(self, query: str, endpoint: str, iid: str | None = None) -> Ticket | None:
-        """A ticket for the question, or None when every slot is taken."""
+    def admit(self, query: str, endpoint: str, iid: str | None = None, steering: dict | None = None) -> Ticket | None:
+        """A ticket for the question, or None when every slot is taken. ``steering``: the request's own
+        steering fields (checked by the contract), which the question carries as a file's would."""
         stamp, token = utcnow(), uuid.uuid4().hex
         qid = iid or f"run-{stamp:%Y%m%dT%H%M%S}-{token[:8]}"
         if not self.gate.enter(token):
             return None
-        meta = {"endpoint": endpoint, **({"iid": iid} if iid else {})}
+        meta = {"endpoint": endpoint, **({"iid": iid} if iid else {}), **(steering or {})}
         line_no = int(stamp.timestamp() * 1000) % 86_400_000  # requests in arrival order within the day's run
         ticket = Ticket(Question(qid, query, None, line_no, meta), endpoint, token, self.runs.plan(),
                          asyncio.get_running_loop(), time.monotonic() + self.settings.deadline_s)
@@ -352,7 +360,7 @@ class Service:
 
     def health(self) -> dict:
         plan = self.runs.plan()
-        return {"status": "ok", "service": "hifirag", "profile": self.settings.profile, "variant": self.cfg.variant,
+        return {"status": "ok", "service": "hifirag", "profile": self.profile, "variant": self.cfg.variant,
                 "config_hash": self.cfg.fingerprint()[:8], "run_id": plan.run_id, "in_flight": self.gate.in_flight,
                 "concurrency": self.gate.capacity, "deadline_s": self.settings.deadline_s,
                 "uptime_s": round(time.monotonic() - self.started, 1)}

@@ -1,7 +1,8 @@
 """What a service runs with: a backend profile, a variant and overrides, and its protections.
 
 A profile names the backends, so a deployment says ``--profile gemini`` instead of five
-overrides; ``--set`` still changes anything else. The service resolves its configuration, its
+overrides; ``--set`` still changes anything else. The profiles are every command's
+(``hifirag_core.profiles``), and so is the config file (``--config`` or ``$HIFIRAG_CONFIG``). The service resolves its configuration, its
 few-shot examples and its keys once, at start, and fails then (never on the first request) when
 something is missing.
 """
@@ -12,21 +13,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hifirag_core.config import ConfigError, PipelineConfig, build_config, parse_overrides, uses_real_backends
+from hifirag_core.config import PipelineConfig, uses_real_backends
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
 from hifirag_core.pipeline.variants import variant_overrides
+from hifirag_core.profiles import PROFILES, load_config_file, resolve_config
 from hifirag_core.serving.contract import COMPETITION_LIMIT_S
 
-PROFILES: dict[str, tuple[str, ...]] = {
-    # The embedded default: the local corpus as the web, deterministic models; no keys, no network.
-    "offline": (),
-    # The paper's models: Gemini 2.5 Flash filters and 2.5 Pro writes, Google search, direct crawling.
-    "gemini": ("backends.filter_llm=gemini", "backends.writer_llm=gemini", "backends.search=google",
-               "backends.fetch=http"),
-    # Any OpenAI-compatible server for both roles (vLLM, Ollama, llama.cpp) over the local corpus;
-    # set models.openai_base_url and the model names.
-    "openai": ("backends.filter_llm=openai", "backends.writer_llm=openai", "models.openai_api_key_optional=true"),
-}
+__all__ = ["PROFILES", "ServiceSettings", "capacity", "service_config", "service_examples"]
 # The few-shot examples of the refine pass when the config says "auto": the service speaks the
 # MMU-RAGent contract, so it writes like the MMU-RAGent references (lines after the first 100).
 SERVICE_DATASET_FORMAT = "mmu_ragent"
@@ -38,7 +31,8 @@ class ServiceSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     data_root: Path
-    profile: str = "offline"
+    profile: str | None = None  # None: the config file's, else offline
+    config_file: Path | None = None  # None: $HIFIRAG_CONFIG, else none
     variant: str = "final"
     overrides: tuple[str, ...] = ()
     concurrency: int | None = Field(default=None, ge=1)  # None: the config's limits.concurrency
@@ -51,12 +45,17 @@ class ServiceSettings(BaseModel):
     compact_every: int = Field(default=500, ge=1)
 
 
+def service_profile(settings: ServiceSettings) -> str:
+    """The profile the service runs (named in the service run's id and /health)."""
+    return settings.profile or load_config_file(settings.config_file).profile or "offline"
+
+
 def service_config(settings: ServiceSettings) -> PipelineConfig:
-    """The pipeline config: defaults, the variant, the profile, the user's overrides; its deadline the service's."""
-    if settings.profile not in PROFILES:
-        raise ConfigError(f"unknown profile {settings.profile!r}; profiles: {', '.join(PROFILES)}")
-    pairs = [*PROFILES[settings.profile], *settings.overrides, f"limits.deadline_s={settings.deadline_s}"]
-    cfg = build_config(variant_overrides(settings.variant), parse_overrides(pairs), variant=settings.variant)
+    """The pipeline config: defaults, the config file, the profile, the variant, the user's overrides;
+    its deadline the service's."""
+    pairs = [*settings.overrides, f"limits.deadline_s={settings.deadline_s}"]
+    cfg = resolve_config(variant=settings.variant, variant_settings=variant_overrides(settings.variant),
+                         overrides=pairs, profile=settings.profile, config_file=settings.config_file)
     if uses_real_backends(cfg):  # a missing key stops the service before it listens
         from hifirag_core.backends.factory import check_secrets
 

@@ -30,6 +30,12 @@ MARKERS: dict[str, str] = {
     # Never sent alone: the draft prompt carries it at its end when the answer may abstain.
     "answerability": "add one last line that says whether the web content above answers the question",
     "testset_fresh": "question-answer pairs, in the following style/length",
+    # Never sent alone: steering's additions ride at the end of the prompts above (after their markers).
+    "query_language": "Write the search queries in",
+    "answer_language": "Write the answer in",
+    "answer_short": "Keep the answer short",
+    "answer_long": "Give a longer answer, organized in sections",
+    "source_dates": "Each source shows its publication date",
 }
 ANSWERABILITY_MARKER = MARKERS["answerability"]
 JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})

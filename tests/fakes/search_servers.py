@@ -11,16 +11,46 @@ returns ``organic_results[]`` (``title``, ``link``, ``displayed_link``, ``snippe
 ``GET /scrape?api_key&url&dynamic`` returns the page itself.
 
 Both serve pluggable content: a ``search(query, n)`` callable and, for scraping, ``page(url)``.
+
+Steering parameters are checked as the real APIs would take them, and answered: Google's ``siteSearch``
+(with ``siteSearchFilter`` ``i`` or ``e``), ``site:`` / ``-site:`` terms in ``q``, ``dateRestrict``
+(``d|w|m|y`` and a number), ``sort=date:r:YYYYMMDD:YYYYMMDD`` and ``hl``; Scrapingdog's ``site:`` terms in
+``query``, ``tbs=cdr:1,cd_min:M/D/YYYY,cd_max:M/D/YYYY`` and ``language``. A malformed one gets the
+provider's 400. Site rules filter the results; each request's steering parameters are kept in ``steered``.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from urllib.parse import urlsplit
 
 from tests.fakes.gemini import google_error
 from tests.fakes.server import FakeServer, Fault, Request, Response
 from tests.fakes.web import PageSource, SearchFn, default_web, page_lookup, search_lookup
+
+_SITE_TERM = re.compile(r"(?:^|\s)(-?)site:(\S+)")
+_HL = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z]{2,4})?$")
+_US_DAY = r"\d{1,2}/\d{1,2}/\d{4}"
+_TBS = re.compile(rf"^cdr:1(?:,cd_min:{_US_DAY})?(?:,cd_max:{_US_DAY})?$")
+
+
+def _host_matches(link: str, domain: str) -> bool:
+    host = (urlsplit(link).hostname or "").lower()
+    return host == domain or host.endswith("." + domain)
+
+
+def split_site_terms(q: str) -> tuple[str, list[str], list[str]]:
+    """The query without its site operators, the wanted sites and the excluded ones."""
+    wanted = [d.lower() for neg, d in _SITE_TERM.findall(q) if not neg]
+    unwanted = [d.lower() for neg, d in _SITE_TERM.findall(q) if neg]
+    bare = _SITE_TERM.sub(" ", q).replace(" OR ", " ")
+    return " ".join(bare.split()), wanted, unwanted
+
+
+def site_filtered(hits: list, wanted: list[str], unwanted: list[str]) -> list:
+    return [h for h in hits if (not wanted or any(_host_matches(h.link, d) for d in wanted))
+            and not any(_host_matches(h.link, d) for d in unwanted)]
 
 
 class GoogleSearchFake(FakeServer):
@@ -35,6 +65,7 @@ class GoogleSearchFake(FakeServer):
         self.api_key = api_key
         self.engine_id = engine_id
         self.queries: list[str] = []
+        self.steered: list[dict[str, str]] = []  # per request: the steering parameters it carried
         self._qlock = threading.Lock()
 
     def rate_limited(self, request: Request, retry_after: float) -> Response:
@@ -60,9 +91,21 @@ class GoogleSearchFake(FakeServer):
             return Response(400, google_error(400, "INVALID_ARGUMENT", "Invalid Value"))
         if not 1 <= num <= 10 or start < 1 or start + num > 101:
             return Response(400, google_error(400, "INVALID_ARGUMENT", "Invalid Value"))
+        steer = {k: request.param(k) for k in ("siteSearch", "siteSearchFilter", "dateRestrict", "sort", "hl")
+                 if request.param(k) is not None}
+        bad = self._bad_steering(steer)
+        if bad:
+            return Response(400, google_error(400, "INVALID_ARGUMENT", f"Invalid Value: {bad}"))
+        bare, wanted, unwanted = split_site_terms(q)
+        if steer.get("siteSearch"):
+            (wanted if steer.get("siteSearchFilter", "i") == "i" else unwanted).append(steer["siteSearch"].lower())
         with self._qlock:
             self.queries.append(q)
-        hits = self.search(q, min(100, start - 1 + num))
+            self.steered.append(steer)
+        if wanted or unwanted:
+            hits = site_filtered(self.search(bare or q, 100), wanted, unwanted)[: min(100, start - 1 + num)]
+        else:
+            hits = self.search(q, min(100, start - 1 + num))
         page = hits[start - 1 : start - 1 + num]
         body: dict = {
             "kind": "customsearch#search",
@@ -82,6 +125,20 @@ class GoogleSearchFake(FakeServer):
                 "formattedUrl": h.link,
             } for h in page]
         return Response(200, body)
+
+    @staticmethod
+    def _bad_steering(steer: dict[str, str]) -> str | None:
+        if "siteSearchFilter" in steer and (steer["siteSearchFilter"] not in ("i", "e") or "siteSearch" not in steer):
+            return "siteSearchFilter must be i or e, with siteSearch"
+        if "siteSearch" in steer and not re.match(r"^[a-z0-9.-]+\.[a-z0-9-]+(/\S*)?$", steer["siteSearch"]):
+            return "siteSearch"
+        if "dateRestrict" in steer and not re.match(r"^[dwmy]\d+$", steer["dateRestrict"]):
+            return "dateRestrict"
+        if "sort" in steer and not re.match(r"^date(?::r:\d{8}:\d{8})?$", steer["sort"]):
+            return "sort"
+        if "hl" in steer and not _HL.match(steer["hl"]):
+            return "hl"
+        return None
 
     @staticmethod
     def daily_limit() -> Fault:
@@ -110,6 +167,8 @@ class ScrapingdogFake(FakeServer):
         self.search = search_lookup(search or web.search)
         self.page = page_lookup(page if page is not None else web.page)
         self.api_key = api_key
+        self.steered: list[dict[str, str]] = []  # per search request: the steering parameters it carried
+        self._slock = threading.Lock()
 
     def rate_limited(self, request: Request, retry_after: float) -> Response:
         """Concurrency / rate limit reached."""
@@ -132,7 +191,17 @@ class ScrapingdogFake(FakeServer):
             return Response(400, {"success": False, "message": "query is required"})
         results = max(1, min(100, int(request.param("results", "10") or 10)))
         page = max(0, int(request.param("page", "0") or 0))
-        hits = self.search(query, (page + 1) * results)[page * results : (page + 1) * results]
+        steer = {k: request.param(k) for k in ("tbs", "language", "lr") if request.param(k) is not None}
+        if "tbs" in steer and not _TBS.match(steer["tbs"]):
+            return Response(400, {"success": False, "message": f"invalid tbs {steer['tbs']!r}"})
+        if "language" in steer and not _HL.match(steer["language"]):
+            return Response(400, {"success": False, "message": "invalid language"})
+        with self._slock:
+            self.steered.append({**steer, "query": query})
+        bare, wanted, unwanted = split_site_terms(query)
+        found = (site_filtered(self.search(bare or query, 100), wanted, unwanted) if wanted or unwanted
+                 else self.search(query, (page + 1) * results))
+        hits = found[page * results : (page + 1) * results]
         return Response(200, {
             "search_information": {"query_displayed": query, "total_results": len(hits)},
             "organic_results": [{"title": h.title, "displayed_link": h.link, "snippet": h.snippet, "link": h.link,
