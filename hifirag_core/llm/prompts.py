@@ -26,7 +26,14 @@ from pathlib import Path
 
 from hifirag_core.hashing import text_hash
 from hifirag_core.resources import prompts_folder
-from hifirag_core.types import FewShotExample, PageOverview, SectionPreview, SourceDoc, UrlCandidate
+from hifirag_core.types import (
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
 
 # The variables each prompt must use, exactly.
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
@@ -38,11 +45,15 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "citations": frozenset({"answer", "web_content"}),  # A.5
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
     "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
+    "sufficiency": frozenset({"question", "web_content"}),  # ours: does the evidence cover the question?
+    "followup": frozenset({"question", "missing", "earlier", "query_range"}),  # ours: searches for the rest
     "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
 }
-# What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for
-# the pipeline does not need it.
-PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES if n != "testset_fresh")
+# What the answer pipeline loads; A.6 belongs to the test-set builder, and the two prompts of looking again are
+# loaded only by a variant that looks again, so a custom prompts folder needs neither.
+RESEARCH_PROMPTS: tuple[str, ...] = ("sufficiency", "followup")
+PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES
+                                          if n != "testset_fresh" and n not in RESEARCH_PROMPTS)
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -127,7 +138,19 @@ def prompt_from_text(name: str, text: str) -> Prompt:
         )
     check_fences(name, text)
     # The hash covers the file exactly as stored, so any edit changes every dependent cache key.
-    return Prompt(name=name, template=text.rstrip("\n"), hash=text_hash(text), variables=used)
+    return Prompt(name=name, template=_without_header(text).rstrip("\n"), hash=text_hash(text), variables=used)
+
+
+def _without_header(text: str) -> str:
+    """The template without its leading "## " lines, which speak to people (what a prompt is, whether it is
+    the paper's), and the blank line after them; they are never sent."""
+    lines = text.split("\n")
+    n = 0
+    while n < len(lines) and lines[n].startswith("## "):
+        n += 1
+    if n and n < len(lines) and not lines[n].strip():
+        n += 1
+    return "\n".join(lines[n:])
 
 
 def load_prompt(name: str, prompts_dir: Path | Traversable | None = None) -> Prompt:
@@ -152,6 +175,9 @@ class PromptSet:
         """Load the named prompts (default: every prompt of the answer pipeline)."""
         directory = prompts_dir or prompts_folder()
         return cls({n: load_prompt(n, directory) for n in (names or PIPELINE_PROMPTS)}, directory)
+
+    def has(self, name: str) -> bool:
+        return name in self._prompts
 
     def __getitem__(self, name: str) -> Prompt:
         try:
@@ -197,6 +223,24 @@ def render_section_previews(sections: list[SectionPreview]) -> str:
         if heading and heading not in preview[: len(heading) + 200]:
             preview = f"{heading}: {preview}"
         lines.append(f"[{i}] {preview}")
+    return "\n".join(lines)
+
+
+# Characters of each kept section the sufficiency check reads: the section ranker judged heading + lead;
+# the check needs a little more to see whether a part is answered, not the whole text.
+KEPT_SECTION_CHARS = 400
+
+
+def render_kept_sections(sections: list[SourceSection]) -> str:
+    """The sufficiency check's view of the evidence: each kept section's heading path and lead."""
+    if not sections:
+        return "(none)"
+    lines = []
+    for s in sections:
+        heading = " > ".join(h for h in s.heading_path if h.strip()) or "(untitled)"
+        lead = _clean(s.text)
+        lead = lead if len(lead) <= KEPT_SECTION_CHARS else lead[:KEPT_SECTION_CHARS].rsplit(" ", 1)[0] + " ..."
+        lines.append(f"- {_clean(heading)}: {lead}")
     return "\n".join(lines)
 
 
