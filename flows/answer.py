@@ -33,11 +33,11 @@ from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
 from hifirag_core.pipeline.runtime import Runtime
 from hifirag_core.pipeline.specs import (
     ANSWER_STAGE,
-    PIPELINE,
     QuestionResult,
     StageSpec,
     Trail,
     elapsed_since,
+    question_steps,
     spec,
     write_result,
 )
@@ -69,44 +69,53 @@ class _StageRunner:
         self.result = QuestionResult(question)
         self.observer = observer
 
-    def __call__(self, stage: StageSpec) -> StageOutput:
+    def __call__(self, stage: StageSpec, round: int = 0) -> StageOutput:
         began = time.monotonic()
         cached, key, source = False, None, None
-        stored = self.rt.reuse.stored_output(stage.name, self.question) if self.rt.reuse else None
+        stored = self.rt.reuse.stored_output(stage.name, self.question, round) if self.rt.reuse else None
         if stored is not None:
             (output, source), cached = stored, True
         elif began - self.started > self.rt.cfg.limits.deadline_s:
             output = stage.failed(self.question, self.trail, "the question's deadline passed",
-                                  status="deadline_exceeded")
+                                  status="deadline_exceeded", round=round)
         else:
-            params = stage.gather(self.trail)
+            params = stage.gather_for(self.trail, round)
             # the key the task's cache policy computes too (Prefect does not hand it back), for the ledger
-            key = stage.cache_key(self.question, params, self.rt)
+            key = stage.cache_key(self.question, params, self.rt, round)
             # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
             # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
-            state = self._task(stage)(question=self.question, ctx=self.ctx, params=quote(params), cache_key=key,
-                                      return_state=True)
+            state = self._task(stage, round)(question=self.question, ctx=self.ctx, params=quote(params),
+                                             cache_key=key, round=round, return_state=True)
             if state.is_completed():
                 output, cached = state.result(), state.name == "Cached"
             else:
-                output = stage.failed(self.question, self.trail, state.result(raise_on_failure=False))
-        self.trail.outputs[stage.name] = output
+                output = stage.failed(self.question, self.trail, state.result(raise_on_failure=False), round=round)
+        self.trail.record(output)
         self.result.outputs.append(output)
         self.result.ledger.append(StageRunRecord(
-            stage=stage.name, status=output.status, error=output.error, cached=cached, source_run_id=source,
-            seconds=elapsed_since(began), cache_key=key, n_rows=len(output.records),
+            stage=stage.name, round=round, status=output.status, error=output.error, cached=cached,
+            source_run_id=source, seconds=elapsed_since(began), cache_key=key, n_rows=len(output.records),
             compute_seconds=output.compute_seconds,
         ))
         if self.observer is not None:
             self.observer(output, self.result.ledger[-1])
         return output
 
-    def _task(self, stage: StageSpec):
+    def may_look_again(self) -> bool:
+        """Whether a follow-up round may start: enough of the deadline is left for the writer and the
+        checks after it, and the run's budget is not spent."""
+        research, limits = self.rt.cfg.research, self.rt.cfg.limits
+        if time.monotonic() - self.started > limits.deadline_s * (1 - research.min_deadline_left):
+            return False
+        budget = self.rt.guards.budget if self.rt.guards is not None else None
+        return not (budget is not None and budget.exhausted)
+
+    def _task(self, stage: StageSpec, round: int):
         options: dict = {}
         hours = stage.max_age_hours(self.rt.cfg)
         if hours is not None:  # a live result expires; its age is part of the cache key too, so a shorter
             options["cache_expiration"] = timedelta(hours=hours)  # age applies at once
-        if self.rt.reuse and self.rt.reuse.recompute(stage.name, self.question.id):
+        if self.rt.reuse and self.rt.reuse.recompute(stage.name, self.question.id, round):
             options["refresh_cache"] = True  # a reprocess recomputes, cached or not
         stage_task = STAGE_TASKS[stage.name]
         return stage_task.with_options(**options) if options else stage_task
@@ -123,8 +132,8 @@ def answer_question(question: Question, ctx: RunContext, observer: StageObserver
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
     # results only when the whole question ends: a crash mid-question would lose every finished stage.
     with question_deadline(ctx.cfg.limits.deadline_s, start=run.started), transaction(commit_mode=CommitMode.EAGER):
-        for stage in PIPELINE:
-            run(stage)
+        for stage, round_no in question_steps(run.trail, run.may_look_again):
+            run(stage, round_no)
     run.result.seconds = time.monotonic() - run.started
     return run.result
 
@@ -190,7 +199,9 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             state = "answered" if ok else f"no answer ({answer.status if answer else 'failed'})"
             if ok and getattr(answer.records[0], "abstained", False):
                 state = "abstained: the sources found do not answer it"
-            log.info(f"[{n}/{len(questions)}] {question.id}: {state} in {result.seconds:.1f}s, "
+            rounds = max((o.round for o in result.outputs), default=0)
+            again = f", after {rounds} follow-up round{'s' if rounds > 1 else ''}" if rounds else ""
+            log.info(f"[{n}/{len(questions)}] {question.id}: {state}{again} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
     for warning in [*tally.lines(), *fetch_warnings(fetched)]:
@@ -206,7 +217,8 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         n_answered=tally.answered, n_failed=tally.unanswered, wall_seconds=round(time.monotonic() - started_at, 2),
         stage_computations=tally.computed, cache_hits=tally.cache_hits, llm_calls_paid=tally.paid,
         llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, unanswered=dict(tally.reasons),
-        backend_errors=dict(tally.backend_errors), n_abstained=tally.abstained, data_root=str(plan.data_root),
+        backend_errors=dict(tally.backend_errors), n_abstained=tally.abstained, n_looked_again=tally.looked_again,
+        follow_up_rounds=tally.rounds, data_root=str(plan.data_root),
         duckdb_path=str(warehouse.duckdb_path), notes=notes,
     )
     finish_run(warehouse, plan, run_row, summary)

@@ -211,6 +211,23 @@ class CitationConfig(Section):
     fallback: Literal["keep_all", "keep_none", "top_k"] = "keep_all"
 
 
+class ResearchConfig(Section):
+    """Looking again when the evidence falls short (beyond the paper; the ``final_deep`` variant).
+
+    After section ranking a check says which parts of the question the kept sections cover. When it finds
+    parts missing, follow-up searches aimed at them run, their new pages are read and ranked, and the check
+    runs again over everything kept, for at most ``max_rounds`` more rounds; then the writer writes once
+    over the merged evidence (or the answer abstains). The run's budget and the question's deadline win.
+    """
+
+    enabled: bool = False
+    max_rounds: int = Field(default=2, ge=0, le=5)
+    max_queries_per_round: int = Field(default=2, ge=1, le=5)
+    # a round starts only while at least this share of the question's deadline is left: the writer, the
+    # citation check and the answer still need their time
+    min_deadline_left: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
 class AnswerabilityConfig(Section):
     """Whether an answer may say that the sources found do not answer the question.
 
@@ -370,6 +387,7 @@ class PipelineConfig(Section):
     generation: GenerationConfig = GenerationConfig()
     citations: CitationConfig = CitationConfig()
     answerability: AnswerabilityConfig = AnswerabilityConfig()
+    research: ResearchConfig = ResearchConfig()
     credibility: CredibilityConfig = CredibilityConfig()
     steer: SteerConfig = SteerConfig()
     prompts: PromptsConfig = PromptsConfig()

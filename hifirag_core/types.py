@@ -215,6 +215,22 @@ class SentenceCitation:
     method: str
 
 
+SufficiencyVerdict = Literal["sufficient", "partial", "not_found"]
+
+
+@dataclass(frozen=True)
+class Sufficiency:
+    """Whether the evidence kept so far covers the question: the parts it covers and what it is missing."""
+
+    verdict: SufficiencyVerdict
+    covered: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+
+    @property
+    def falls_short(self) -> bool:
+        return self.verdict != "sufficient"
+
+
 @dataclass
 class Decision(Generic[T]):
     value: T
@@ -226,14 +242,15 @@ class Decision(Generic[T]):
 
 
 class FilterModel(Protocol):
-    """The cheap model's four jobs (the paper's prompts A.1, A.2, A.3, A.5)."""
+    """The cheap model's jobs: the paper's four (prompts A.1, A.2, A.3, A.5), and two of ours for looking
+    again (the sufficiency check and the follow-up queries)."""
 
     identity: str  # backend, model, algorithm version, every prompt hash
 
     def job_identity(self, job: str) -> str:
         """The part of ``identity`` one job's output depends on (its own prompt only), for cache keys.
-        The jobs are named by the paper's prompts: ``query_plan``, ``url_filter``, ``section_rank``,
-        ``citations``."""
+        The jobs are named by their prompts: ``query_plan``, ``url_filter``, ``section_rank``,
+        ``citations``, and ours, ``sufficiency`` and ``followup``."""
         ...
 
     def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
@@ -249,6 +266,15 @@ class FilterModel(Protocol):
         self, question: str, page: PageOverview, sections: list[SectionPreview], *, max_sections: int
     ) -> Decision[list[int]]:
         """0-based indices into ``sections`` of the useful ones, most useful first."""
+        ...
+
+    def check_sufficiency(self, question: str, sections: list[SourceSection]) -> Decision[Sufficiency]:
+        """Which parts of the question the kept ``sections`` cover and what they miss (beyond the paper)."""
+        ...
+
+    def plan_followup(self, question: str, missing: list[str], earlier: list[str], *,
+                      max_queries: int) -> Decision[list[str]]:
+        """Search queries aimed at what is ``missing``, none of them one of the ``earlier`` queries."""
         ...
 
     def verify_citations(self, question: str, answer: str,

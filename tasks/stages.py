@@ -50,7 +50,8 @@ def _cache_key(stage: StageSpec) -> Callable[[TaskRunContext, dict[str, Any]], s
             return parameters["cache_key"]
         params = parameters["params"]
         params = params.unquote() if isinstance(params, quote) else params  # the flow quotes them
-        return stage.cache_key(parameters["question"], params, resolve(parameters["ctx"]))
+        return stage.cache_key(parameters["question"], params, resolve(parameters["ctx"]),
+                               parameters.get("round", 0))
 
     return key
 
@@ -66,8 +67,8 @@ def stage_task(stage: StageSpec) -> Task[..., StageOutput]:
     """The Prefect task of one stage."""
 
     def run_stage(question: Question, ctx: RunContext, params: dict[str, Any],
-                  cache_key: str | None = None) -> StageOutput:
-        return stage.run(question, params, resolve(ctx))
+                  cache_key: str | None = None, round: int = 0) -> StageOutput:
+        return stage.run(question, params, resolve(ctx), round)
 
     run_stage.__doc__ = stage.summary
     retries: dict[str, Any] = {}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hifirag_core.pipeline.specs import STAGE_NAMES
+from hifirag_core.pipeline.specs import BASE_STAGES
 from hifirag_core.questions import InputError
 from hifirag_core.store.warehouse import Warehouse
 
@@ -21,7 +21,7 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
     w = Warehouse(data_root)
     run_id = first["run_id"]
     assert first["status"] == "finished" and first["n_answered"] == 3
-    assert first["stage_computations"] == 3 * len(STAGE_NAMES) and first["cache_hits"] == 0
+    assert first["stage_computations"] == 3 * len(BASE_STAGES) and first["cache_hits"] == 0
     for table in STAGE_TABLES:
         (n,) = w.query(f"SELECT count(DISTINCT question_id) FROM {table} WHERE run_id = ?", [run_id]).rows[0]
         assert n == 3, table
@@ -50,7 +50,7 @@ def test_every_stage_is_stored_and_a_second_run_reuses_everything(questions_file
 
     second = run_flow(questions_file)
     assert second["run_id"] == run_id  # the same questions and config: the same run
-    assert second["stage_computations"] == 0 and second["cache_hits"] == 3 * len(STAGE_NAMES)
+    assert second["stage_computations"] == 0 and second["cache_hits"] == 3 * len(BASE_STAGES)
     assert {t: w.query(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).rows[0][0]
             for t in STAGE_TABLES} == counts
     (cached,) = w.query("SELECT bool_and(cached) FROM stage_runs WHERE run_id = ?",

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from hifirag_core.llm.parsing import extract_json_list
-from hifirag_core.pipeline.specs import STAGE_NAMES
+from hifirag_core.pipeline.specs import BASE_STAGES, STAGE_NAMES
 from hifirag_core.records import STAGE_STATUSES
 from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.recording_proxy import RecordingProxy
@@ -43,7 +43,7 @@ def test_the_pipeline_on_a_local_llama_cpp_server(model_server, questions_file, 
 
     # every stage of every question ends in a documented status
     statuses = w.query("SELECT question_id, stage, status FROM stage_runs WHERE run_id = ?", [run_id]).rows
-    assert len(statuses) == 3 * len(STAGE_NAMES)
+    assert len(statuses) == 3 * len(BASE_STAGES)
     assert {s for _, _, s in statuses} <= set(STAGE_STATUSES), statuses
 
     # structured calls send an object-rooted schema in the server's form, and the format constrains the reply
@@ -104,3 +104,29 @@ def _print_run(w: Warehouse, run_id: str, summary: dict) -> None:
     for qid, text in w.query("SELECT question_id, cited_text FROM answers WHERE run_id = ? ORDER BY question_id",
                              [run_id]).rows:
         print(f"{qid}: {text}")
+
+
+def test_looking_again_on_the_local_server(model_server, tmp_path, data_root, run_flow):
+    """final_deep end to end on the same server: the cheap model checks the evidence (prompts/sufficiency.txt)
+    and, when it says parts are missing, plans the follow-up searches (prompts/followup.txt). A 270M base
+    model's verdicts are not judged; the wire is: every research stage ends in a documented status, its calls
+    are recorded with their tokens, and a second run asks the model nothing."""
+    from tests.test_research import ONE_PAGE, TWO_PART
+
+    questions = tmp_path / "two-part.jsonl"
+    questions.write_text(json.dumps({"iid": "R1", "query": TWO_PART}) + "\n")
+    overrides = [*pipeline_overrides(model_server), "limits.caps=on", *ONE_PAGE]
+    first = run_flow(questions, overrides, variant="final_deep")
+    again = run_flow(questions, overrides, variant="final_deep")
+    assert again["llm_calls_paid"] == 0 and again["stage_computations"] == 0
+    w = Warehouse(data_root)
+    run_id = first["run_id"]
+    statuses = w.query("SELECT stage, round, status FROM stage_runs WHERE run_id = ?", [run_id]).rows
+    assert {s for _, _, s in statuses} <= set(STAGE_STATUSES), statuses
+    checks = w.query("SELECT round, verdict, method FROM sufficiency_checks WHERE run_id = ? ORDER BY round",
+                     [run_id]).rows
+    assert checks and all(m.startswith("llm") for _, _, m in checks)
+    calls = w.query("SELECT stage, tokens_in FROM llm_calls WHERE run_id = ? AND stage = 'sufficiency'",
+                    [run_id]).rows
+    assert calls and all(tokens and tokens > 0 for _, tokens in calls)
+    print(f"\nfinal_deep on the local server: checks {checks}; rounds {first['follow_up_rounds']}")

@@ -6,6 +6,7 @@ the stage we want long enough to kill it there.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from tests.prefect_server import prefect_server
 
 pytestmark = pytest.mark.slow
 TABLES = ("questions", "query_plans", "search_results", "url_decisions", "pages", "sections", "section_decisions",
-          "drafts", "citations", "answers", "llm_calls", "stage_runs", "runs")
+          "sufficiency_checks", "drafts", "citations", "answers", "llm_calls", "stage_runs", "runs")
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,11 @@ def prefect_api(tmp_path_factory) -> Iterator[str]:
         yield url
 
 
-def _start(fakes: FakeServices, questions: Path, root: Path, examples: Path, api: str) -> subprocess.Popen:
+def _start(fakes: FakeServices, questions: Path, root: Path, examples: Path, api: str,
+           extra: list[str] = ()) -> subprocess.Popen:
     overrides = [*fakes.config_overrides_pairs(llm="gemini", search="google", fetch="scrapingdog"),
                  f"generation.examples={examples}", "limits.concurrency=2"]
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(questions), "--data-root", str(root)]
+    cmd = [sys.executable, "-m", "flows.cli", "run", str(questions), "--data-root", str(root), *extra]
     for pair in overrides:
         cmd += ["--set", pair]
     env = {**os.environ, **fakes.env, "PREFECT_API_URL": api,
@@ -51,7 +53,7 @@ def _counts(root: Path) -> dict[str, int]:
     run_ids = [r for (r,) in w.query("SELECT run_id FROM runs").rows]
     assert len(run_ids) == 1
     counts = {t: w.query(f"SELECT count(*) FROM {t}").rows[0][0] for t in TABLES}
-    dupes = w.query("SELECT count(*) FROM (SELECT question_id, stage FROM stage_runs "
+    dupes = w.query("SELECT count(*) FROM (SELECT question_id, stage, round FROM stage_runs "
                     "GROUP BY ALL HAVING count(*) > 1)").rows[0][0]
     assert dupes == 0
     return counts
@@ -100,3 +102,44 @@ def test_sigkill_at_three_points_then_rerun_gives_the_rows_of_an_uninterrupted_r
             (computed,) = Warehouse(killed_root).query("SELECT stage_computations FROM runs").rows[0]
             if point != "search":  # what finished before the kill was not done again
                 assert computed < 30, (point, computed)
+
+
+def test_a_run_killed_in_a_follow_up_round_resumes_there_without_asking_twice(
+        data_root, examples_file, tmp_path, prefect_api):
+    """final_deep with the models on the fakes: killed while a follow-up round searches, then run again; the
+    resumed run equals an uninterrupted one, and the round's plan (a paid call) is not asked for again."""
+    from tests.test_research import ONE_PAGE, TWO_PART
+
+    questions = tmp_path / "two-part.jsonl"
+    questions.write_text(json.dumps({"iid": "R1", "query": TWO_PART}) + "\n")
+    extra = ["--variant", "final_deep", *[a for o in (*ONE_PAGE, "limits.caps=on") for a in ("--set", o)]]
+    search, page = corpus_web(data_root)
+    with fake_services(search=search, page=page, search_latency=1.0, scrape_latency=0.2,
+                       llm_latency={"filter": 0.1, "writer": 0.5}) as fakes:
+        reference = _copy_corpus(data_root, tmp_path / "reference")
+        done = _start(fakes, questions, reference, examples_file, prefect_api, extra)
+        out, _ = done.communicate(timeout=600)
+        assert done.returncode == 0, out.decode()[-3000:]
+        expected = _counts(reference)
+        plans = fakes.gemini.kinds["followup"]
+        assert plans == 1 and expected["stage_runs"] > 12  # it looked again, once
+
+        killed_root = _copy_corpus(data_root, tmp_path / "killed-in-a-round")
+        searches = fakes.google.count()
+        proc = _start(fakes, questions, killed_root, examples_file, prefect_api, extra)
+        deadline = time.monotonic() + 300
+        # the first pass searches twice; the round's first search means its plan is done and stored
+        while time.monotonic() < deadline and proc.poll() is None and fakes.google.count() < searches + 3:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before its follow-up round searched"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert fakes.gemini.kinds["followup"] == 2 * plans
+
+        resumed = _start(fakes, questions, killed_root, examples_file, prefect_api, extra)
+        out, _ = resumed.communicate(timeout=600)
+        assert resumed.returncode == 0, out.decode()[-3000:]
+        assert _counts(killed_root) == expected
+        assert fakes.gemini.kinds["followup"] == 2 * plans  # the round's plan came from the cache
+        rounds = Warehouse(killed_root).query("SELECT DISTINCT round FROM stage_runs ORDER BY round").rows
+        assert rounds == [(0,), (1,)]

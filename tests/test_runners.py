@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.pipeline.specs import STAGE_NAMES
+from hifirag_core.pipeline.specs import BASE_STAGES
 from hifirag_core.store.warehouse import Warehouse
 from tests import PROJECT_ROOT
 from tests.prefect_server import prefect_server
@@ -62,7 +62,7 @@ def test_a_dask_run_writes_the_rows_of_a_thread_run(data_root, questions_file, e
             summary = answer_questions(questions=str(questions_file), data_root=str(root), run_id="same",
                                        overrides=[f"generation.examples={examples_file}"], runner=runner,
                                        dask_workers=2)
-        assert (summary["status"], summary["n_answered"], summary["stage_computations"]) == ("finished", 3, 3 * len(STAGE_NAMES))
+        assert (summary["status"], summary["n_answered"], summary["stage_computations"]) == ("finished", 3, 3 * len(BASE_STAGES))
     for table in STAGE_TABLES:
         threads, dask = (content(root, "same", table) for root in roots.values())
         assert dask == threads, table

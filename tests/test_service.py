@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from hifirag_core.evaluation.export import check_submission
-from hifirag_core.pipeline.specs import STAGE_NAMES
+from hifirag_core.pipeline.specs import BASE_STAGES
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
 from hifirag_core.serving.report import UNCHECKED_DRAFT
 from hifirag_core.store.warehouse import Warehouse
@@ -183,7 +183,7 @@ def test_the_same_question_twice_is_answered_from_the_stage_cache(offline):
         return w.query("SELECT stage, cached FROM stage_runs WHERE question_id = ? ORDER BY stage", [qid]).rows
 
     assert not all(cached for _, cached in ledger(first.question_id))
-    assert len(ledger(second.question_id)) == len(STAGE_NAMES) and all(cached for _, cached in ledger(second.question_id))
+    assert len(ledger(second.question_id)) == len(BASE_STAGES) and all(cached for _, cached in ledger(second.question_id))
     served = _wait_for(lambda: _served(root, second.question_id))
     assert (served["stages"], served["stages_from_cache"]) == (10, 10)
 

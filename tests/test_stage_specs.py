@@ -10,7 +10,15 @@ from pydantic import BaseModel
 from hifirag_core.config import build_config
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.plan import RunContext
-from hifirag_core.pipeline.specs import IO_RETRY, PIPELINE, STAGE_NAMES, StageSpec, Trail, spec
+from hifirag_core.pipeline.specs import (
+    IO_RETRY,
+    PIPELINE,
+    STAGE_NAMES,
+    StageSpec,
+    Trail,
+    question_steps,
+    spec,
+)
 from hifirag_core.pipeline.variants import VARIANTS, variant_overrides
 from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.questions import Question
@@ -51,12 +59,14 @@ def stage_reads(data_root, variant: str, questions: list[Question], examples: Ex
         if hasattr(model, "cfg"):
             model.cfg = recorder
     seen: dict[str, set[str]] = {}
+    by_name = {s.name: s for s in pipeline}
     for question in questions:
         trail = Trail(question, rt)
-        for stage in pipeline:
-            params = stage.gather(trail)  # gathered inputs are fingerprinted whole: their reads key the stage
+        for step, round_no in question_steps(trail):  # every stage the variant runs, follow-up rounds too
+            stage = by_name.get(step.name, step)
+            params = stage.gather_for(trail, round_no)  # gathered inputs are fingerprinted whole: they key it
             reads.clear()
-            trail.outputs[stage.name] = stage.run(question, params, rt)
+            trail.record(stage.run(question, params, rt, round_no))
             seen.setdefault(stage.name, set()).update(reads)
     return seen
 

@@ -147,9 +147,10 @@ class ConsoleLog:
 
 def print_summary(summary: dict) -> None:
     table = Table(title=f"Run {summary['run_id']}: {summary['status']}", show_header=False)
-    for key in ("n_questions", "n_answered", "n_abstained", "n_failed", "wall_seconds", "stage_computations",
-                "cache_hits", "llm_calls_paid", "llm_calls_reused", "llm_calls_unbilled", "duckdb_path"):
-        if key in summary:
+    for key in ("n_questions", "n_answered", "n_abstained", "n_looked_again", "follow_up_rounds", "n_failed",
+                "wall_seconds", "stage_computations", "cache_hits", "llm_calls_paid", "llm_calls_reused",
+                "llm_calls_unbilled", "duckdb_path"):
+        if key in summary and (summary[key] or key not in ("n_looked_again", "follow_up_rounds")):
             table.add_row(key.replace("_", " "), str(summary[key]))
     console.print(table)
     for note in summary.get("notes", []):

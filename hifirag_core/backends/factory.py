@@ -20,7 +20,7 @@ from hifirag_core.config import PipelineConfig
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
-from hifirag_core.llm.prompts import PromptSet
+from hifirag_core.llm.prompts import PIPELINE_PROMPTS, RESEARCH_PROMPTS, PromptSet
 from hifirag_core.secrets import (
     REDDIT_USER_AGENT_ENV,
     SECRETS,
@@ -131,7 +131,8 @@ def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
 
 
 def _prompts(cfg: PipelineConfig) -> PromptSet:
-    return PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None)
+    names = (*PIPELINE_PROMPTS, *RESEARCH_PROMPTS) if cfg.research.enabled else PIPELINE_PROMPTS
+    return PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None, names)
 
 
 def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,

@@ -26,12 +26,14 @@ from hifirag_core.evidence.attribution import (
     source_scores,
     strip_markers,
 )
+from hifirag_core.evidence.sufficiency import check_coverage, followup_queries, question_parts
 from hifirag_core.retrieval.embeddings import Embedder
 from hifirag_core.retrieval.scoring import bm25_scores, hybrid_scores, keep_relative, mmr_select
 from hifirag_core.store.blobs import BlobStore
 from hifirag_core.text import (
     FILLER,
     STOPWORDS,
+    content_terms,
     is_block,
     is_dependent,
     prose_units,
@@ -52,6 +54,8 @@ from hifirag_core.types import (
     SectionPreview,
     SentenceCitation,
     SourceDoc,
+    SourceSection,
+    Sufficiency,
     UrlCandidate,
 )
 
@@ -59,6 +63,8 @@ from hifirag_core.types import (
 # Filter v5: the citation check prefers the source the writer marked. v6: section ranking embeds a
 # page's SECTION_SHORTLIST best sections by BM25 only.
 FILTER_VERSION = "offline-v6"
+# The offline sufficiency check and follow-up planner (hifirag_core/evidence/sufficiency.py).
+RESEARCH_VERSION = "v1"
 # Writer v9: the draft draws on prose only (no table, signature or navigation list as a sentence; a code
 # example, short list or blockquote only whole, after the sentence that introduces it) and keeps a
 # sentence that points back at the one before it together with it. v6 took every line alike, code and
@@ -66,7 +72,9 @@ FILTER_VERSION = "offline-v6"
 # 12 lines, which the regression gate caught on FAQ (b): citation recall 0.997 -> 0.962, ROUGE-L 0.663 -> 0.638;
 # v8 dropped sections cut mid-sentence by the context budget and "For example:" before code (0.645).
 # v10: "It ..." (not "It is best to ...") points back at the sentence before it as well.
-WRITER_VERSION = "offline-v10"
+# v11: a question of several parts ("How do I X, and what is Y?") gets each part's best sentence into the
+# draft, and the refine pass keeps them; a question of one part is written exactly as by v10.
+WRITER_VERSION = "offline-v11"
 
 _HOWTO = re.compile(r"^\s*(?:how (?:do|can|should|would) (?:i|you|we|one)|how to|steps? to|what are the steps)\b|"
                     r"\bstep[- ]by[- ]step\b", re.IGNORECASE)
@@ -158,12 +166,20 @@ class OfflineFilterModel:
         self.identity = f"{FILTER_VERSION}:filter:{embedder.model_id}"
 
     def job_identity(self, job: str) -> str:
-        return self.identity
+        # the two jobs of looking again are algorithms of their own, versioned apart
+        return f"{self.identity}|{job}-{RESEARCH_VERSION}" if job in ("sufficiency", "followup") else self.identity
 
     def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
         # the offline planner cannot translate: a question not in English is searched as asked (the answer
         # says that the offline default is English-only)
         return Decision(search_queries(question, max_queries), method="offline-keywords")
+
+    def check_sufficiency(self, question: str, sections: list[SourceSection]) -> Decision[Sufficiency]:
+        return Decision(check_coverage(question, sections), method="offline-coverage")
+
+    def plan_followup(self, question: str, missing: list[str], earlier: list[str], *,
+                      max_queries: int) -> Decision[list[str]]:
+        return Decision(followup_queries(question, missing, earlier, max_queries), method="offline-missing")
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
         texts = [f"{c.title}. {c.snippet}" for c in candidates]
@@ -190,6 +206,22 @@ class OfflineFilterModel:
         cited = attribute_sentences(claims, numbers, support, allowed=numbers,
                                     min_support=self.cfg.citations.support_threshold, method="offline")
         return Decision(cited, method="offline-support", scores=source_scores(support))
+
+
+def part_sentences(question: str, sentences: list[str]) -> set[int]:
+    """For a question of several parts, the position of the sentence sharing the most keywords with each
+    part (a part no sentence shares a keyword with has none); empty for a question of one part."""
+    parts = question_parts(question)
+    if len(parts) < 2 or not sentences:
+        return set()
+    words = [set(content_terms(strip_markers(s))) for s in sentences]
+    chosen = set()
+    for part in parts:
+        terms = set(content_terms(part))
+        overlap = [len(terms & w) for w in words]
+        if max(overlap) > 0:
+            chosen.add(overlap.index(max(overlap)))
+    return chosen
 
 
 def _marked_units(draft: str) -> list[str]:
@@ -398,6 +430,12 @@ class OfflineWriterModel:
             budget=max_words,
             lam=self.cfg.generation.mmr_lambda,
         )
+        # Each part of a question of several parts gets its best sentence, whatever MMR chose for the whole.
+        parts = question_parts(question)
+        for part in parts if len(parts) > 1 else ():
+            best = int(np.argmax(hybrid_scores(part, texts, self.embedder)))
+            if best not in chosen:
+                chosen.append(best)
         # The evidence in the order the filters ranked it: sources as numbered, each source's sections
         # best first, each section's sentences in their own order, which keeps its reasoning readable.
         # The refine pass trims from the end, so the best-ranked evidence survives. (Leading with the
@@ -422,13 +460,17 @@ class OfflineWriterModel:
             return Decision(self.short(question, _marked_units(draft)), method="offline-short")
         target = self.target_words(examples)
         sentences = _marked_units(draft)
+        kept = part_sentences(question, sentences)
         # The draft puts the best-ranked evidence first: trim from the end, stopping at the length
-        # closest to the target (drop a sentence only when that gets closer).
-        while len(sentences) > 1:
+        # closest to the target (drop a sentence only when that gets closer), never the sentence that
+        # answers a part of a question of several parts.
+        while len(sentences) > max(1, len(kept)):
             total = sum(word_count(strip_markers(s)) for s in sentences)
-            if total <= target or total - target < word_count(strip_markers(sentences[-1])) / 2:
+            last = max(i for i in range(len(sentences)) if i not in kept)
+            if total <= target or total - target < word_count(strip_markers(sentences[last])) / 2:
                 break
-            sentences.pop()
+            sentences.pop(last)
+            kept = {i - (i > last) for i in kept}
         # Trimming from the end may drop a sentence that points back, never the one it points at; as a
         # numbered step it stays in its antecedent's step.
         if is_howto(question) and len(sentences) > 1:

@@ -34,17 +34,21 @@ from hifirag_core.evidence.attribution import (
     source_scores,
     strip_markers,
 )
+from hifirag_core.evidence.sufficiency import check_coverage, followup_queries
 from hifirag_core.llm.parsing import (
     ParseResult,
     parse_queries,
     parse_section_indices,
     parse_source_numbers,
+    parse_sufficiency,
     parse_url_selection,
 )
 from hifirag_core.llm.prompts import (
+    RESEARCH_PROMPTS,
     PromptSet,
     query_range,
     render_examples,
+    render_kept_sections,
     render_page_overview,
     render_search_results,
     render_section_previews,
@@ -62,6 +66,8 @@ from hifirag_core.types import (
     SectionPreview,
     SentenceCitation,
     SourceDoc,
+    SourceSection,
+    Sufficiency,
     UrlCandidate,
 )
 
@@ -84,6 +90,15 @@ def object_schema(key: str, item_type: str) -> dict:
     """
     return {"type": "object", "properties": {key: {"type": "array", "items": {"type": item_type}}},
             "required": [key], "additionalProperties": False}
+
+
+_SUFFICIENCY_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["sufficient", "partial", "not_found"]},
+                   "covered": {"type": "array", "items": {"type": "string"}},
+                   "missing": {"type": "array", "items": {"type": "string"}}},
+    "required": ["verdict", "covered", "missing"], "additionalProperties": False,
+}
 
 
 def apply_fallback(mode: Fallback, n: int, k: int, scores: Sequence[float] | None) -> list[int]:
@@ -128,6 +143,8 @@ class LLMFilterModel:
         self.url_fallback_k = url_fallback_k
         self.section_fallback_k = section_fallback_k
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
+        # the prompts of looking again, when the config loaded them (a variant that looks again)
+        hashes |= {n: prompts[n].hash for n in RESEARCH_PROMPTS if prompts.has(n)}
         self.prompt_hashes = hashes
         self.steering_hashes = {"query_plan": f"query_language={prompts['query_language'].hash}"}
         self.identity = (
@@ -140,7 +157,8 @@ class LLMFilterModel:
     def job_identity(self, job: str) -> str:
         """What one job's output depends on: backend, model, that job's prompt and fallback."""
         fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
-                    "citations": self.citation_fallback}.get(job, "raw_question")
+                    "citations": self.citation_fallback, "sufficiency": "lexical",
+                    "followup": "offline"}.get(job, "raw_question")
         return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
                 f"{job}={self.prompt_hashes[job]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
                 + (f"|support={'yes' if self.support else 'none'}" if job == "citations" else "")
@@ -224,6 +242,42 @@ class LLMFilterModel:
                                     fallback_k=self.section_fallback_k,
                                     fallback=self.section_fallback, query=question,
                                     texts=[s.preview for s in sections])
+
+    def check_sufficiency(self, question: str, sections: list[SourceSection]) -> Decision[Sufficiency]:
+        """Ours: which parts of the question the kept sections (headings and leads) answer; an unusable
+        reply falls back to the offline lexical check, and the method says so."""
+        if not sections:
+            return Decision(Sufficiency("not_found", (), (question,)), method="llm")
+        reply = self._ask("sufficiency", _SUFFICIENCY_SCHEMA, question=question,
+                          web_content=render_kept_sections(sections))
+        parsed = parse_sufficiency(reply.text) if reply.text is not None else None
+        if parsed is not None and parsed.ok:
+            verdict, covered, missing = parsed.value[0]
+            return Decision(Sufficiency(verdict, tuple(covered), tuple(missing)), method="llm",  # type: ignore[arg-type]
+                            calls=[reply.call])
+        status, error = ((_failed_status(reply), reply.call.error or "no reply") if parsed is None
+                         else ("parse_error", parsed.error))
+        return Decision(check_coverage(question, sections), method="llm+fallback:lexical", calls=[reply.call],
+                        status=status, error=error)
+
+    def plan_followup(self, question: str, missing: list[str], earlier: list[str], *,
+                      max_queries: int) -> Decision[list[str]]:
+        """Ours: searches aimed at what is missing, never an earlier query; an unusable reply falls back to
+        the offline planner."""
+        reply = self._ask("followup", object_schema("queries", "string"), question=question,
+                          missing="; ".join(missing) or "(nothing listed)", earlier="; ".join(earlier) or "(none)",
+                          query_range=query_range(max_queries))
+        seen = {" ".join(q.lower().split()) for q in earlier}
+        if reply.text is not None:
+            parsed = parse_queries(reply.text, max_queries=max_queries + len(earlier))
+            if parsed.ok:
+                fresh = [q for q in parsed.value if " ".join(q.lower().split()) not in seen][:max_queries]
+                return Decision(fresh, method="llm", calls=[reply.call])
+            status, error = "parse_error", parsed.error
+        else:
+            status, error = _failed_status(reply), reply.call.error or "no reply"
+        return Decision(followup_queries(question, missing, earlier, max_queries), method="llm+fallback:offline",
+                        calls=[reply.call], status=status, error=error)
 
     def verify_citations(self, question: str, answer: str,
                          sources: list[SourceDoc]) -> Decision[list[SentenceCitation]]:

@@ -303,3 +303,62 @@ def parse_url_selection(text: str | None, *, candidate_urls: Sequence[str]) -> P
             out.append(index)
     ok = not items or bool(out)
     return ParseResult(out, ok=ok, found_json=True, raw_items=len(items), problems=problems)
+
+
+# --- ours: the sufficiency check -------------------------------------------------------------------
+
+_SUFFICIENCY_WORDS = {
+    "sufficient": "sufficient", "enough": "sufficient", "complete": "sufficient", "answered": "sufficient",
+    "yes": "sufficient", "full": "sufficient", "fully answered": "sufficient",
+    "partial": "partial", "partially": "partial", "partly": "partial", "incomplete": "partial",
+    "partially answered": "partial", "some": "partial",
+    "not found": "not_found", "not_found": "not_found", "notfound": "not_found", "none": "not_found",
+    "no": "not_found", "insufficient": "not_found", "not answered": "not_found", "missing": "not_found",
+}
+
+
+def _phrases(value: Any) -> list[str]:
+    """A list of short phrases from a list, a string ("a; b" or one phrase) or nothing."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else re.split(r"\s*[;\n]\s*", str(value))
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            item = item.get("part") or item.get("text") or item.get("query")
+        if isinstance(item, str) and " ".join(item.split()).strip("\"'-* "):
+            out.append(" ".join(item.split()).strip("\"'-* "))
+    return list(dict.fromkeys(out))
+
+
+def parse_sufficiency(text: str | None) -> ParseResult[tuple[str, list[str], list[str]]]:
+    """``{"verdict", "covered", "missing"}`` from a reply: the first JSON object holding a verdict (in
+    fences or prose), its value read tolerantly ("Partial", "partially answered", "not found"); covered
+    and missing as lists or strings. A verdict of ``sufficient`` with parts missing becomes ``partial``;
+    ``partial`` or ``not_found`` with nothing missing is kept but says so in ``problems``."""
+    if not text:
+        return ParseResult([], ok=False, found_json=False)
+    text = strip_reasoning(text)
+    found: dict | None = None
+    for snippet in _candidate_snippets(text):
+        for span in [snippet.strip(), *_bracket_spans(snippet, "{", "}")]:
+            value = loads_lenient(span) if span[:1] == "{" else None
+            if isinstance(value, dict) and any(k.lower() in ("verdict", "status", "sufficiency") for k in value):
+                found = {k.lower(): v for k, v in value.items()}
+                break
+        if found is not None:
+            break
+    if found is None:
+        return ParseResult([], ok=False, found_json=False)
+    raw = str(found.get("verdict", found.get("status", found.get("sufficiency", "")))).strip().lower()
+    verdict = _SUFFICIENCY_WORDS.get(" ".join(raw.replace("_", " ").replace("-", " ").split()))
+    problems: list[str] = []
+    if verdict is None:
+        return ParseResult([], ok=False, found_json=True, raw_items=1, problems=[f"unknown verdict: {raw!r}"])
+    covered, missing = _phrases(found.get("covered")), _phrases(found.get("missing"))
+    if verdict == "sufficient" and missing:
+        problems.append("verdict sufficient with parts missing: read as partial")
+        verdict = "partial"
+    if verdict != "sufficient" and not missing:
+        problems.append(f"verdict {verdict} with nothing listed as missing")
+    return ParseResult([(verdict, covered, missing)], ok=True, found_json=True, raw_items=1, problems=problems)

@@ -26,7 +26,14 @@ from pathlib import Path
 
 from hifirag_core.hashing import text_hash
 from hifirag_core.resources import prompts_folder
-from hifirag_core.types import FewShotExample, PageOverview, SectionPreview, SourceDoc, UrlCandidate
+from hifirag_core.types import (
+    FewShotExample,
+    PageOverview,
+    SectionPreview,
+    SourceDoc,
+    SourceSection,
+    UrlCandidate,
+)
 
 # The variables each prompt must use, exactly.
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
@@ -38,6 +45,8 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "citations": frozenset({"answer", "web_content"}),  # A.5
     "baseline_q": frozenset({"question"}),  # "Baseline Q": 200-word limit + raw query
     "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
+    "sufficiency": frozenset({"question", "web_content"}),  # ours: does the evidence cover the question?
+    "followup": frozenset({"question", "missing", "earlier", "query_range"}),  # ours: searches for the rest
     "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
     # ours, steering (hifirag_core.steering): appended to the paper's prompts when a control asks for it
     "query_language": frozenset({"language"}),  # A.1, a question not in English
@@ -48,14 +57,17 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
 }
 # Prompts beyond the paper: each file starts with a header ("# Not in the paper ...") that says so.
 OURS: frozenset[str] = frozenset({"answerability", "query_language", "answer_language", "answer_short", "answer_long",
-                                  "source_dates"})
+                                  "source_dates", "sufficiency", "followup"})
 # Steering's prompts: a custom prompts folder may leave them out (the project's own are used then).
 STEERING_PROMPTS: tuple[str, ...] = ("query_language", "answer_language", "answer_short", "answer_long",
                                      "source_dates")
+# The two prompts of looking again, loaded only by a variant that looks again (``research.enabled``).
+RESEARCH_PROMPTS: tuple[str, ...] = ("sufficiency", "followup")
 HEADER_MARK = "# Not in the paper"
-# What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for
-# the pipeline does not need it.
-PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES if n != "testset_fresh")
+# What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for the
+# pipeline needs neither it nor the prompts of looking again.
+PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES
+                                          if n != "testset_fresh" and n not in RESEARCH_PROMPTS)
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -187,6 +199,9 @@ class PromptSet:
             prompts[n] = load_prompt(n, None if optional else directory)
         return cls(prompts, directory)
 
+    def has(self, name: str) -> bool:
+        return name in self._prompts
+
     def __getitem__(self, name: str) -> Prompt:
         try:
             return self._prompts[name]
@@ -231,6 +246,24 @@ def render_section_previews(sections: list[SectionPreview]) -> str:
         if heading and heading not in preview[: len(heading) + 200]:
             preview = f"{heading}: {preview}"
         lines.append(f"[{i}] {preview}")
+    return "\n".join(lines)
+
+
+# Characters of each kept section the sufficiency check reads: the section ranker judged heading + lead;
+# the check needs a little more to see whether a part is answered, not the whole text.
+KEPT_SECTION_CHARS = 400
+
+
+def render_kept_sections(sections: list[SourceSection]) -> str:
+    """The sufficiency check's view of the evidence: each kept section's heading path and lead."""
+    if not sections:
+        return "(none)"
+    lines = []
+    for s in sections:
+        heading = " > ".join(h for h in s.heading_path if h.strip()) or "(untitled)"
+        lead = _clean(s.text)
+        lead = lead if len(lead) <= KEPT_SECTION_CHARS else lead[:KEPT_SECTION_CHARS].rsplit(" ", 1)[0] + " ..."
+        lines.append(f"- {_clean(heading)}: {lead}")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from hifirag_core.config import ConfigError, PipelineConfig, build_config, uses_real_backends
 from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
-from hifirag_core.pipeline.specs import spec, stage_index
+from hifirag_core.pipeline.specs import PIPELINE, spec, stage_index
 from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.profiles import ConfigFile, resolve_config
 from hifirag_core.questions import InputError, Question, QuestionSet, load_questions, select_questions
@@ -36,9 +36,14 @@ class ReuseSpec:
         if self.recompute_from is not None:
             spec(self.recompute_from)  # an unknown stage fails here, naming the known ones
 
-    def reused(self, stage: str, question_id: str) -> bool:
+    def reused(self, stage: str, question_id: str, round: int = 0) -> bool:
+        """Whether the parent's rows stand for this stage of this question. A follow-up round runs between
+        the last research stage and the writer, so a round's stages are reused exactly when the reprocess
+        starts after every research stage (from the draft on)."""
         if self.recompute_from is None or (self.questions is not None and question_id not in self.questions):
             return True
+        if round:
+            return stage_index(self.recompute_from) > max(stage_index(s.name) for s in PIPELINE if s.research)
         return stage_index(stage) < stage_index(self.recompute_from)
 
 

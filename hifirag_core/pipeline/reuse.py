@@ -25,39 +25,40 @@ from hifirag_core.store.warehouse import Warehouse
 
 
 class StoredRun:
-    """A run's rows, read once and served by stage and question."""
+    """A run's rows, read once and served by stage, question and round."""
 
     def __init__(self, warehouse: Warehouse, run_id: str):
         self.warehouse = warehouse
         self.run_id = run_id
-        self._rows: dict[str, dict[tuple[str, str], list[Record]]] = {}
+        self._rows: dict[str, dict[tuple[str, str, int], list[Record]]] = {}
         self._lock = threading.Lock()
 
-    def _table(self, table: str) -> dict[tuple[str, str], list[Record]]:
+    def _table(self, table: str) -> dict[tuple[str, str, int], list[Record]]:
         with self._lock:
             if table not in self._rows:
-                grouped: dict[tuple[str, str], list[Record]] = defaultdict(list)
+                grouped: dict[tuple[str, str, int], list[Record]] = defaultdict(list)
                 for rec in self.warehouse.read_records(table, self.run_id):
-                    grouped[(rec.stage, rec.question_id)].append(rec)
+                    grouped[(rec.stage, rec.question_id, rec.round or 0)].append(rec)
                 self._rows[table] = dict(grouped)
             return self._rows[table]
 
     def exists(self) -> bool:
         return bool(self._table("runs"))
 
-    def output(self, stage: str, question: Question) -> StageOutput | None:
-        """The stage's output for the question as the run stored it, or None if it has none."""
+    def output(self, stage: str, question: Question, round: int = 0) -> StageOutput | None:
+        """The stage's output for the question in ``round`` as the run stored it, or None if it has none."""
         stage_spec = spec(stage)
-        ledger = self._table("stage_runs").get((stage, question.id))
-        found = [self._table(table).get((stage, question.id)) for table in stage_spec.tables]
-        if ledger is None and all(rows is None for rows in found):
+        key = (stage, question.id, round)
+        ledger = [r for r in self._table("stage_runs").get(key, []) if isinstance(r, StageRunRecord)]
+        found = [self._table(table).get(key) for table in stage_spec.tables]
+        if not ledger and all(rows is None for rows in found):
             return None
         records = [r for rows in found for r in rows or []]
-        calls = [r for r in self._table("llm_calls").get((stage, question.id), []) if isinstance(r, LLMCallRecord)]
-        status = ledger.status if isinstance(ledger, StageRunRecord) else (records[0].status if records else "ok")
-        error = ledger.error if isinstance(ledger, StageRunRecord) else None
-        return StageOutput(stage, records, calls, value=stage_spec.rebuild(question, records), status=status,
-                           error=error)
+        calls = [r for r in self._table("llm_calls").get(key, []) if isinstance(r, LLMCallRecord)]
+        status = ledger[0].status if ledger else (records[0].status if records else "ok")
+        error = ledger[0].error if ledger else None
+        return StageOutput(stage=stage, records=records, calls=calls, value=stage_spec.rebuild(question, records),
+                           status=status, error=error, round=round)
 
     def pages_by_url(self) -> dict[str, PageRecord]:
         """Every page the run fetched successfully, by URL."""
@@ -77,18 +78,18 @@ class RunReuse:
     stored: StoredRun | None = None
     evidence: StoredRun | None = None
 
-    def stored_output(self, stage: str, question: Question) -> tuple[StageOutput, str] | None:
-        """The stored output this question reuses for this stage, and the run it comes from."""
-        if self.spec is not None and self.stored is not None and self.spec.reused(stage, question.id):
-            out = self.stored.output(stage, question)
+    def stored_output(self, stage: str, question: Question, round: int = 0) -> tuple[StageOutput, str] | None:
+        """The stored output this question reuses for this stage and round, and the run it comes from."""
+        if self.spec is not None and self.stored is not None and self.spec.reused(stage, question.id, round):
+            out = self.stored.output(stage, question, round)
             if out is not None:
                 return out, self.stored.run_id
         if self.evidence is not None and spec(stage).evidence:
-            out = self.evidence.output(stage, question)
+            out = self.evidence.output(stage, question, round)
             if out is not None:
                 return out, self.evidence.run_id
         return None
 
-    def recompute(self, stage: str, question_id: str) -> bool:
+    def recompute(self, stage: str, question_id: str, round: int = 0) -> bool:
         """True when a reprocess asks for this stage to be computed afresh, cached or not."""
-        return self.spec is not None and not self.spec.reused(stage, question_id)
+        return self.spec is not None and not self.spec.reused(stage, question_id, round)

@@ -27,11 +27,11 @@ from hifirag_core.web.reddit import RedditSource
 class StoredOutputs(Protocol):
     """Stage outputs a run takes from another run's rows (``hifirag_core.pipeline.reuse.RunReuse``)."""
 
-    def stored_output(self, stage: str, question: Question) -> tuple[StageOutput, str] | None:
+    def stored_output(self, stage: str, question: Question, round: int = 0) -> tuple[StageOutput, str] | None:
         """The stored output and the run it comes from, or None when this stage is computed."""
         ...
 
-    def recompute(self, stage: str, question_id: str) -> bool:
+    def recompute(self, stage: str, question_id: str, round: int = 0) -> bool:
         """Whether a reprocess computes this stage afresh, cached or not."""
         ...
 

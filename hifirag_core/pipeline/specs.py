@@ -16,7 +16,7 @@ baseline, and the same order and gathering the flow uses.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,11 +39,12 @@ from hifirag_core.records import (
     SearchResultRecord,
     SectionDecisionRecord,
     SectionRecord,
+    SufficiencyRecord,
     UrlDecisionRecord,
     content_row,
 )
 from hifirag_core.sectioning import SECTIONER_VERSION
-from hifirag_core.types import SourceDoc
+from hifirag_core.types import SourceDoc, Sufficiency
 from hifirag_core.web.blocked import DETECTOR_VERSION
 
 if TYPE_CHECKING:
@@ -77,12 +78,17 @@ IO_RETRY = StageRetry(retries=2, delays_s=(2.0, 10.0))
 
 
 class Trail:
-    """One question's stage outputs so far, and what later stages derive from them."""
+    """One question's stage outputs so far, and what later stages derive from them.
+
+    ``outputs`` holds the first pass, by stage; ``rounds`` each follow-up round's outputs (round 1 first)
+    of a variant that looks again. The writer reads the evidence of every round (``merged``).
+    """
 
     def __init__(self, question: Question, rt: Runtime | None = None):
         self.question = question
         self.rt = rt  # None only where no stage will run (a question that failed as a whole)
         self.outputs: dict[str, StageOutput] = {}
+        self.rounds: list[dict[str, StageOutput]] = []
         self._sources: list[SourceDoc] | None = None
         self._answerability: Answerability | None = None
 
@@ -92,13 +98,66 @@ class Trail:
     def get(self, stage: str) -> StageOutput | None:
         return self.outputs.get(stage)
 
+    def record(self, output: StageOutput) -> None:
+        """Keep a stage's output under its stage and round."""
+        if output.round == 0:
+            self.outputs[output.stage] = output
+            return
+        while len(self.rounds) < output.round:
+            self.rounds.append({})
+        self.rounds[output.round - 1][output.stage] = output
+
+    def at(self, stage: str, round: int) -> StageOutput | None:
+        """A stage's output in one round (0: the first pass)."""
+        if round == 0:
+            return self.outputs.get(stage)
+        return self.rounds[round - 1].get(stage) if round <= len(self.rounds) else None
+
+    def latest(self, stage: str) -> StageOutput | None:
+        """The stage's output in the last round that ran it."""
+        for outputs in reversed(self.rounds):
+            if stage in outputs:
+                return outputs[stage]
+        return self.outputs.get(stage)
+
+    def merged(self, stage: str) -> StageOutput:
+        """The stage's rows over every round (the first pass's output itself when no round added any)."""
+        first = self.outputs[stage]
+        later = [outputs[stage] for outputs in self.rounds if stage in outputs]
+        if not later:
+            return first
+        return StageOutput(stage=stage, records=[r for out in (first, *later) for r in out.records],
+                           status=first.status, error=first.error)
+
+    def earlier_queries(self) -> tuple[str, ...]:
+        """Every query searched so far, the first pass's plan first."""
+        plans = [self.outputs.get("query_plan"), *(outputs.get("followup") for outputs in self.rounds)]
+        return tuple(dict.fromkeys(q for plan in plans if plan is not None for q in (plan.value or [])))
+
+    def read_urls(self) -> tuple[str, ...]:
+        """Every URL the question has read (fetched) so far, in any round. A follow-up round never reads one
+        again; a URL the filter judged and dropped before may be kept now, for the part it was searched for."""
+        pages = [self.outputs.get("fetch"), *(outputs.get("fetch") for outputs in self.rounds)]
+        return tuple(dict.fromkeys(r.url for out in pages if out is not None for r in out.records
+                                   if isinstance(r, PageRecord) and r.url))
+
+    def next_page_order(self) -> int:
+        """The number the next page read gets: after every page read so far."""
+        orders = [r.order for r in self.merged("fetch").records if isinstance(r, PageRecord)]
+        return max(orders, default=0) + 1
+
+    def falls_short(self) -> bool:
+        """Whether the last sufficiency check found parts of the question missing."""
+        check = self.latest("sufficiency")
+        return check is not None and isinstance(check.value, Sufficiency) and check.value.falls_short
+
     def sources(self) -> list[SourceDoc]:
-        """The numbered sources the writer and the citation check read (built once per question), within
-        the writer's context bound (``hifirag_core.pipeline.context``)."""
+        """The numbered sources the writer and the citation check read (built once per question, over every
+        round's evidence), within the writer's context bound (``hifirag_core.pipeline.context``)."""
         if self._sources is None:
             assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
-            self._sources = stages.build_sources(self.question, self["fetch"], self["sections"],
-                                                 self["section_rank"], self.rt.cfg.generation,
+            self._sources = stages.build_sources(self.question, self.merged("fetch"), self.merged("sections"),
+                                                 self.merged("section_rank"), self.rt.cfg.generation,
                                                  limit=stages.writer_context(self.rt))
         return self._sources
 
@@ -130,10 +189,11 @@ def _by_role(spec: StageSpec, rt: Runtime) -> str:
     return ""
 
 
-Fallback = Callable[[Question, Trail, str, str], list[Record]]
+# (question, trail, status, message, round) -> the rows a stage leaves when it cannot run in that round
+Fallback = Callable[[Question, Trail, str, str, int], list[Record]]
 
 
-def _no_rows(_question: Question, _trail: Trail, _status: str, _message: str) -> list[Record]:
+def _no_rows(_question: Question, _trail: Trail, _status: str, _message: str, _round: int) -> list[Record]:
     return []
 
 
@@ -167,6 +227,12 @@ class StageSpec:
     # The Markdown line a person watching the question sees when the stage finishes (the service's
     # /run stream), from its output and the outputs before it; None: the stage shows nothing.
     step: Callable[[StageOutput, Mapping[str, StageOutput]], str | None] | None = None
+    # Looking again (beyond the paper): ``research`` stages run only in a variant that looks again;
+    # ``first_pass`` False: only in follow-up rounds; ``again``: how a follow-up round gathers the stage's
+    # parameters (None: the stage is not repeated in rounds).
+    research: bool = False
+    first_pass: bool = True
+    again: Callable[[Trail, int], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if (self.role is None) != (self.job is None):
@@ -176,8 +242,9 @@ class StageSpec:
     def tables(self) -> tuple[str, ...]:
         return tuple(r.TABLE for r in self.records)
 
-    def cache_key(self, question: Question, params: Mapping[str, Any], rt: Runtime) -> str:
-        """Exactly what the output depends on: inputs, the config slice, identity, version."""
+    def cache_key(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> str:
+        """Exactly what the output depends on: inputs, the config slice, identity, version (and the round,
+        for a follow-up round's stage)."""
         payload = {
             "stage": self.name,
             "version": self.version,
@@ -186,30 +253,43 @@ class StageSpec:
             "identity": self.identity(self, rt),
             "inputs": {k: fingerprint(v) for k, v in sorted({"question": question, **params}.items())},
         }
+        if round:
+            payload["round"] = round
         return f"{self.name}-{stable_hash(payload, 32)}"
 
+    def gather_for(self, trail: Trail, round: int) -> dict[str, Any]:
+        """The stage's parameters in ``round`` (0: the first pass)."""
+        if round == 0:
+            return self.gather(trail)
+        assert self.again is not None, f"stage {self.name!r} is not repeated in follow-up rounds"
+        return self.again(trail, round)
+
     def failed(self, question: Question, trail: Trail, error: BaseException | str, *,
-               status: str | None = None) -> StageOutput:
+               status: str | None = None, round: int = 0) -> StageOutput:
         """The output a stage leaves when it could not run: its fallback rows, and a status that says why."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         status = status or (error_status(error) if isinstance(error, BaseException) else "failed")
-        records = self.fallback(question, trail, status, message)
+        records = self.fallback(question, trail, status, message, round)
         return self.stamp(StageOutput(records=records, value=self.rebuild(question, records), status=status,
-                                      error=message))
+                                      error=message), round)
 
-    def run(self, question: Question, params: Mapping[str, Any], rt: Runtime) -> StageOutput:
-        """Compute the stage: its output stamped with its name and the seconds it took."""
+    def run(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> StageOutput:
+        """Compute the stage: its output stamped with its name, its round and the seconds it took."""
         began = time.perf_counter()
         output = self.compute(question, **params, rt=rt)
-        output.compute_seconds = round(time.perf_counter() - began, 4)
-        return self.stamp(output)
+        output.compute_seconds = _seconds(time.perf_counter() - began)
+        return self.stamp(output, round)
 
-    def stamp(self, output: StageOutput) -> StageOutput:
-        """Put this stage's name on the output, each of its rows and each model call behind them."""
-        output.stage = self.name
+    def stamp(self, output: StageOutput, round: int = 0) -> StageOutput:
+        """Put this stage's name and round on the output, each of its rows and each model call behind them."""
+        output.stage, output.round = self.name, round
         for item in (*output.records, *output.calls):
-            item.stage = self.name
+            item.stage, item.round = self.name, round
         return output
+
+
+def _seconds(value: float) -> float:
+    return round(value, 4)
 
 
 def fingerprint(value: Any) -> Any:
@@ -229,8 +309,30 @@ def fingerprint(value: Any) -> Any:
 # --- fallbacks and rebuilt values ---------------------------------------------------------------
 
 
-def _raw_plan(question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+def _raw_plan(question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
     return [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
+
+
+def _no_followup(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
+    """A failed follow-up plan searches nothing more (the round ends)."""
+    return [QueryPlanRecord(queries=[], status=status, error=message, method="fallback-none")]
+
+
+def _followup_queries(_question: Question, records: Sequence[Record]) -> list[str]:
+    first = records[0] if records else None
+    return list(getattr(first, "queries", None) or [])
+
+
+def _unchecked(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
+    """A failed check claims nothing: the pipeline does not look again on its account."""
+    return [SufficiencyRecord(status=status, error=message, method="fallback-none")]
+
+
+def _sufficiency(_question: Question, records: Sequence[Record]) -> Any:
+    first = records[0] if records else None
+    if not isinstance(first, SufficiencyRecord) or first.verdict is None:
+        return None
+    return Sufficiency(first.verdict, tuple(first.covered), tuple(first.missing))  # type: ignore[arg-type]
 
 
 def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
@@ -238,21 +340,23 @@ def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
     return list(getattr(first, "queries", None) or [question.query])  # search the question as asked
 
 
-def _search_rank(_question: Question, trail: Trail, status: str, message: str) -> list[Record]:
+def _search_rank(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
     """A failed URL filter keeps the search engine's top three."""
-    return stages.fallback_url_decisions(trail["search"], status, message) if trail.get("search") else []
+    search = trail.at("search", round)
+    return stages.fallback_url_decisions(search, status, message) if search else []
 
 
-def _page_order(_question: Question, trail: Trail, status: str, message: str) -> list[Record]:
+def _page_order(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
     """A failed section ranking keeps each page's first two sections."""
-    return stages.fallback_section_decisions(trail["sections"], status, message) if trail.get("sections") else []
+    sections = trail.at("sections", round)
+    return stages.fallback_section_decisions(sections, status, message) if sections else []
 
 
-def _failed_pass(_question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+def _failed_pass(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
     return [DraftRecord(status=status, error=message)]
 
 
-def _failed_answer(_question: Question, _trail: Trail, status: str, message: str) -> list[Record]:
+def _failed_answer(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
     return [AnswerRecord(status=status, error=message)]
 
 
@@ -310,7 +414,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         "search", (SearchResultRecord,), "2", ("search", "backends.search", "corpus", *_SITES, *_WINDOW),
         stages.search, lambda t: {"plan": t["query_plan"]}, "Run the query plan against the search backend.",
         io=True, retry=IO_RETRY, identity=_search_identity, max_age_hours=_live_age("search"), evidence=True,
-        step=lambda o, t: steps.search(o),
+        step=lambda o, t: steps.search(o), again=lambda t, r: {"plan": t.at("followup", r)},
     ),
     StageSpec(
         "url_filter", (UrlDecisionRecord,), "3",
@@ -319,6 +423,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Keep the search results worth reading, judged on title and snippet (prompt A.2).",
         role="filter", job="url_filter", io=True, retry=IO_RETRY, fallback=_search_rank,
         step=lambda o, t: steps.url_filter(o),
+        again=lambda t, r: {"results": t.at("search", r), "read": t.read_urls()},
     ),
     StageSpec(
         "fetch", (PageRecord,), f"3/{DETECTOR_VERSION}",
@@ -328,12 +433,13 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
         step=lambda o, t: steps.fetch(o),
+        again=lambda t, r: {"decisions": t.at("url_filter", r), "first_order": t.next_page_order()},
     ),
     StageSpec(
         "sections", (SectionRecord,), f"1/{SECTIONER_VERSION}", ("sectioning", "reddit"),
         stages.split_sections, lambda t: {"pages": t["fetch"]},
         "Parse each fetched page into heading-scoped Markdown sections.",
-        step=lambda o, t: steps.sections(o),
+        step=lambda o, t: steps.sections(o), again=lambda t, r: {"pages": t.at("fetch", r)},
     ),
     StageSpec(
         "section_rank", (SectionDecisionRecord,), "2", ("section_rank", "credibility", "limits.caps", *_FILTER_MODEL),
@@ -342,6 +448,28 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Rank each page's sections from heading + first 200 characters (prompt A.3).",
         role="filter", job="section_rank", io=True, retry=IO_RETRY, fallback=_page_order,
         step=lambda o, t: steps.section_rank(o, t.get("sections"), t.get("fetch")),
+        again=lambda t, r: {"decisions": t.at("url_filter", r), "pages": t.at("fetch", r),
+                            "sections": t.at("sections", r)},
+    ),
+    # Looking again (beyond the paper; the research variants): does the evidence of every round so far cover
+    # the question? If not, a follow-up round plans searches for what is missing, then runs search, the URL
+    # filter, fetch, sections and ranking on what is new, and this check again (``question_steps``).
+    StageSpec(
+        "sufficiency", (SufficiencyRecord,), "1", ("research", *_FILTER_MODEL),
+        stages.check_sufficiency,
+        lambda t: {"pages": t.merged("fetch"), "sections": t.merged("sections"), "ranking": t.merged("section_rank")},
+        "Say which parts of the question the kept sections cover and what is missing (ours).",
+        role="filter", job="sufficiency", io=True, retry=IO_RETRY, fallback=_unchecked, rebuild=_sufficiency,
+        step=lambda o, t: steps.sufficiency(o), research=True,
+        again=lambda t, r: {"pages": t.merged("fetch"), "sections": t.merged("sections"),
+                            "ranking": t.merged("section_rank")},
+    ),
+    StageSpec(
+        "followup", (QueryPlanRecord,), "1", ("research", *_FILTER_MODEL),
+        stages.plan_followup, lambda t: {}, "Plan searches aimed at what the last check found missing (ours).",
+        role="filter", job="followup", io=True, retry=IO_RETRY, fallback=_no_followup, rebuild=_followup_queries,
+        step=lambda o, t: steps.followup(o), research=True, first_pass=False,
+        again=lambda t, r: {"check": t.at("sufficiency", r - 1), "earlier": t.earlier_queries()},
     ),
     StageSpec(
         "draft", (DraftRecord,), "2", ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",
@@ -380,10 +508,48 @@ PIPELINE: tuple[StageSpec, ...] = (
 
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in PIPELINE)
 SPECS: dict[str, StageSpec] = {s.name: s for s in PIPELINE}
+# The stages every variant runs once per question (the research stages run only in one that looks again).
+BASE_STAGES: tuple[str, ...] = tuple(s.name for s in PIPELINE if not s.research)
 # The stages other modules need by what they do rather than by name: the one that writes the answers
 # table, and the writer's passes in order (the draft, then its refinement).
 ANSWER_STAGE: str = next(s.name for s in PIPELINE if AnswerRecord in s.records)
 WRITER_STAGES: tuple[str, ...] = tuple(s.name for s in PIPELINE if s.role == "writer")
+
+
+# A follow-up round, in order: plan the searches, then the evidence stages again, then the check.
+ROUND: tuple[StageSpec, ...] = tuple(SPECS[name] for name in ("followup", "search", "url_filter", "fetch", "sections",
+                                                              "section_rank", "sufficiency"))
+
+
+def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: True
+                   ) -> Iterator[tuple[StageSpec, int]]:
+    """Every (stage, round) of one question, in order, as the trail grows (consume it one step at a time).
+
+    The first pass runs the pipeline's stages (the research stages only in a variant that looks again).
+    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``)
+    and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
+    whose plan has no new search ends the looking.
+    """
+    assert trail.rt is not None, "a trail without a runtime cannot run a stage"
+    research = trail.rt.cfg.research
+    for spec in PIPELINE:
+        if not spec.first_pass or (spec.research and not research.enabled):
+            continue
+        yield spec, 0
+        if spec is SPECS["sufficiency"]:
+            yield from _follow_up_rounds(trail, research.max_rounds, may_look_again)
+
+
+def _follow_up_rounds(trail: Trail, max_rounds: int, may_look_again: Callable[[], bool]
+                      ) -> Iterator[tuple[StageSpec, int]]:
+    for round_no in range(1, max_rounds + 1):
+        if not trail.falls_short() or not may_look_again():
+            return
+        for spec in ROUND:
+            yield spec, round_no
+            plan = trail.at("followup", round_no)
+            if spec is ROUND[0] and (plan is None or not plan.value):
+                return  # nothing left to search for that was not searched before
 
 
 def writer_outputs(outputs: Mapping[str, StageOutput]) -> list[StageOutput]:
@@ -424,11 +590,17 @@ class QuestionResult:
 
 
 def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
-    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): stage -> output."""
+    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): the first pass's
+    outputs by stage (a follow-up round's are in the trail's ``rounds``; ``run_trail`` returns them all)."""
+    return run_trail(question, rt).outputs
+
+
+def run_trail(question: Question, rt: Runtime) -> Trail:
+    """Every (stage, round) of one question in a plain loop; the trail holds every output."""
     trail = Trail(question, rt)
-    for stage in PIPELINE:
-        trail.outputs[stage.name] = stage.run(question, stage.gather(trail), rt)
-    return trail.outputs
+    for stage, round_no in question_steps(trail):
+        trail.record(stage.run(question, stage.gather_for(trail, round_no), rt, round_no))
+    return trail
 
 
 def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:
@@ -436,7 +608,8 @@ def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: St
     replaces what an earlier attempt wrote)."""
     for cls in spec(output.stage).records:
         rows = [r for r in output.records if isinstance(r, cls)]
-        warehouse.write(cls.TABLE, rows, run_id=run_id, stage=output.stage, question_id=question_id)
+        warehouse.write(cls.TABLE, rows, run_id=run_id, stage=output.stage, question_id=question_id,
+                        round=output.round)
 
 
 def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:

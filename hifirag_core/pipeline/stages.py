@@ -52,6 +52,7 @@ from hifirag_core.records import (
     SearchResultRecord,
     SectionDecisionRecord,
     SectionRecord,
+    SufficiencyRecord,
     UrlDecisionRecord,
     utcnow,
 )
@@ -72,6 +73,7 @@ from hifirag_core.types import (
     SectionPreview,
     SourceDoc,
     SourceSection,
+    Sufficiency,
     UrlCandidate,
 )
 from hifirag_core.web.blocked import detect_blocked
@@ -168,6 +170,9 @@ def search_steer(question: Question, rt: Runtime) -> SearchSteer:
     steer = Steer(question, rt.cfg)
     detected = steer.detected.code
     return SearchSteer(steer.sites, steer.window, detected if detected != "en" else None)
+def url_key(url: str) -> str:
+    """A URL as the filter tells pages apart: without its fragment."""
+    return url.split("#", 1)[0]
 
 
 def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
@@ -177,7 +182,7 @@ def _merged_hits(search: StageOutput) -> list[SearchResultRecord]:
     seen: set[str] = set()
     merged = []
     for r in ok:
-        key = r.url.split("#", 1)[0]
+        key = url_key(r.url)
         if key not in seen:
             seen.add(key)
             merged.append(r)
@@ -191,13 +196,20 @@ def _similarities(question: str, texts: list[str], scores: list[float] | None, r
     return [float(x) for x in rt.embedder.encode(texts) @ rt.embedder.encode_one(question)] if texts else []
 
 
-def filter_urls(question: Question, results: StageOutput, rt: Runtime) -> StageOutput:
+def filter_urls(question: Question, results: StageOutput, rt: Runtime, read: tuple[str, ...] = ()) -> StageOutput:
     """Keep the URLs worth reading; with the credibility prior, order them by similarity x prior.
 
     Every row carries its source type and prior (and, with the prior on, its final score), so
-    runs with and without the prior compare row by row.
+    runs with and without the prior compare row by row. ``read``: URLs an earlier round of the question
+    has read (a follow-up round never judges or reads one again).
     """
     every = _merged_hits(results)
+    if read:
+        before, read_keys = len(every), {url_key(u) for u in read}
+        every = [h for h in every if url_key(h.url or "") not in read_keys]
+        if before and not every:
+            return StageOutput(records=[], status="no_new_results",
+                               error=f"all {before} results were read in an earlier round")
     if not every:
         return StageOutput(records=[], status="no_results" if results.status == OK else results.status)
     # steering's site rules, on every URL: a result they rule out is never judged, fetched or cited
@@ -250,19 +262,20 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
     return sorted(kept, key=lambda r: r.order or 0)
 
 
-def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime) -> StageOutput:
+def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_order: int = 1) -> StageOutput:
     """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
 
     Steering is enforced on every page: a URL the site rules rule out is not fetched, and a page whose
     final URL (after redirects, or a Reddit thread's own URL) they rule out, or whose date falls outside
     the date window, keeps no content (status ``excluded``, the error says why). The fetchers keep their
-    own limits (Scrapingdog's concurrency, direct HTTP's per-host delay).
+    own limits (Scrapingdog's concurrency, direct HTTP's per-host delay). Pages are numbered from
+    ``first_order`` (a follow-up round's pages come after every page read before).
     """
     steer = Steer(question, rt.cfg)
     rules, window = steer.sites, steer.window
     capped = caps_apply(rt.cfg, "filter" if rt.cfg.url_filter.enabled else "writer")
     kept = kept_urls(decisions)
-    chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, 1))
+    chosen = list(enumerate(kept[: rt.cfg.fetch.max_pages] if capped else kept, first_order))
     records: dict[int, PageRecord] = {}
     to_fetch = []
     for order, decision in chosen:
@@ -474,6 +487,47 @@ def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
         kept.sort(key=lambda r: (r.rank or 0, r.source_order))
     for r in kept[limit:]:
         r.kept, r.rank = False, None
+
+
+def check_sufficiency(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,
+                      rt: Runtime) -> StageOutput:
+    """Whether every section kept so far (every round's) covers the question, and what is missing (beyond
+    the paper; the ``research`` variants). The value is the ``Sufficiency`` the next round plans from."""
+    kept = kept_sections(pages, sections, ranking)
+    decision = rt.filter_model.check_sufficiency(question.query, kept)
+    check = decision.value
+    record = SufficiencyRecord(verdict=check.verdict, covered=list(check.covered), missing=list(check.missing),
+                               sections=len(kept), method=decision.method, model=getattr(rt.filter_model, "model", None),
+                               prompt_hash=getattr(rt.filter_model, "prompt_hashes", {}).get("sufficiency"),
+                               status=decision.status, error=decision.error)
+    return StageOutput(records=[record], calls=list(decision.calls), value=check, status=decision.status,
+                       error=decision.error)
+
+
+def plan_followup(question: Question, check: StageOutput, earlier: tuple[str, ...], rt: Runtime) -> StageOutput:
+    """A follow-up round's searches, aimed at what the last check found missing, none searched before."""
+    sufficiency = check.value
+    missing = list(sufficiency.missing) if isinstance(sufficiency, Sufficiency) else [question.query]
+    decision = rt.filter_model.plan_followup(question.query, missing, list(earlier),
+                                             max_queries=rt.cfg.research.max_queries_per_round)
+    queries = [q for q in decision.value if q.strip()]
+    record = QueryPlanRecord(queries=queries, method=decision.method, status=decision.status, error=decision.error,
+                             model=getattr(rt.filter_model, "model", None),
+                             prompt_hash=getattr(rt.filter_model, "prompt_hashes", {}).get("followup"))
+    status = decision.status if queries or decision.status != OK else "no_new_queries"
+    return StageOutput(records=[record], calls=list(decision.calls), value=queries, status=status,
+                       error=decision.error)
+
+
+def kept_sections(pages: StageOutput, sections: StageOutput, ranking: StageOutput) -> list[SourceSection]:
+    """Every section the ranking kept, whole, in page order and then rank (what the evidence holds, before
+    the writer's context bound or sentence selection)."""
+    text_of = {s.section_id: s for s in sections.records if isinstance(s, SectionRecord) and s.ok}
+    order = {p.url: p.order for p in pages.records if isinstance(p, PageRecord)}
+    kept = sorted((d for d in ranking.records if isinstance(d, SectionDecisionRecord) and d.kept
+                   and d.section_id in text_of), key=lambda d: (order.get(d.url, 0), d.rank or 0))
+    return [SourceSection(d.section_id, tuple(text_of[d.section_id].heading_path), text_of[d.section_id].text or "",
+                          d.score) for d in kept]
 
 
 def build_sources(question: Question, pages: StageOutput, sections: StageOutput, ranking: StageOutput,

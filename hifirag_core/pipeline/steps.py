@@ -21,6 +21,7 @@ from hifirag_core.records import (
     SearchResultRecord,
     SectionDecisionRecord,
     SectionRecord,
+    SufficiencyRecord,
     UrlDecisionRecord,
 )
 from hifirag_core.text import normalize_ws, word_count
@@ -131,3 +132,25 @@ def citations(output: StageOutput) -> str | None:
     cited = sum(1 for r in checked if r.cited)
     note = "" if output.status == "ok" else f" (the check failed: {md(output.status)})"
     return f"**Citations checked**{note}: {cited} of {len(checked)} sources support the answer."
+
+
+def sufficiency(output: StageOutput) -> str | None:
+    """What the check found: every part covered, or what is missing (a follow-up round names its number)."""
+    rec = next((r for r in output.records if isinstance(r, SufficiencyRecord)), None)
+    if rec is None or rec.verdict is None:
+        return _failed("Sources checked", output)
+    after = f" after round {output.round}" if output.round else ""
+    if rec.verdict == "sufficient":
+        return f"**Sources checked**{after}: they cover every part of the question ({rec.sections} sections)."
+    missing = "; ".join(md(m) for m in rec.missing[:_LISTED]) or "(not said)"
+    what = "part of the question" if rec.verdict == "partial" else "none of the question"
+    return f"**Sources checked**{after}: they cover {what}. Missing: {missing}."
+
+
+def followup(output: StageOutput) -> str | None:
+    """The pipeline looks again: why (what was missing) and what it searches for."""
+    queries = list(output.value or [])
+    if not queries:
+        return f"**Looking again** (round {output.round}): nothing new to search for; the answer is written now."
+    listed = "\n".join(f"{n}. {md(q)}" for n, q in enumerate(queries, 1))
+    return f"**Looking again** (round {output.round}): searching for what the sources did not cover\n\n{listed}"

@@ -39,6 +39,8 @@ class RunTally:
     paid: int = 0
     reused: int = 0
     unbilled: int = 0
+    looked_again: int = 0  # questions that ran at least one follow-up round
+    rounds: int = 0  # follow-up rounds, over every question
     reasons: Counter[str] = field(default_factory=Counter)  # why a question has no answer -> questions
     backend_errors: Counter[str] = field(default_factory=Counter)  # "openai gemma: failed" -> occurrences
     examples: dict[str, str] = field(default_factory=dict)  # backend error -> its first message
@@ -52,6 +54,9 @@ class RunTally:
         else:
             self.unanswered += 1
             self.reasons[_reason(outputs, answer)] += 1
+        extra = max((o.round for o in outputs), default=0)
+        self.looked_again += extra > 0
+        self.rounds += extra
         self.computed += sum(1 for c in cached if not c)
         self.cache_hits += sum(1 for c in cached if c)
         for output, was_cached in zip(outputs, cached, strict=True):
@@ -87,6 +92,9 @@ class RunTally:
             out.append(f"errors per backend: {errors}")
         if self.unbilled:
             out.append(f"{self.unbilled} model call(s) got no billed answer (not counted as paid)")
+        if self.looked_again:
+            out.append(f"{self.looked_again} question(s) looked again when their evidence fell short: "
+                       f"{self.rounds} follow-up round(s) in all (see the research_rounds view)")
         return out
 
 

@@ -38,6 +38,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # Ours: the final system, and when the sources found do not answer the question the answer says
     # so (with the closest sources as "see also") instead of answering anyway. `hifirag run`'s default.
     "final_abstain": {"answerability": {"abstain": True}},
+    # Ours, beyond the paper: final_abstain that looks again when its evidence falls short. After section
+    # ranking a check (offline: the question's parts and keywords no kept section covers; with a model: the
+    # cheap model, prompts/sufficiency.txt) says what is missing; follow-up searches aimed at it
+    # (prompts/followup.txt) bring new pages, for at most research.max_rounds more rounds; then the writer
+    # writes once over everything kept, or the answer abstains.
+    "final_deep": {"answerability": {"abstain": True}, "research": {"enabled": True}},
 }
 # What `hifirag run` answers with: a user is better served by "my sources do not cover this" than by
 # a confident, cited answer from pages about something else (the paper's rows never abstain).
@@ -75,6 +81,10 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "A.5 returns the sources that support the answer; each sentence then cites the one of them the writer "
      "marked, else the one that supports it best (MiniLM).",
      "The paper shows citations per claim but its prompt lists sources per answer."),
+    ("research.enabled (final_deep)",
+     "Not in the paper: a sufficiency check after section ranking and up to research.max_rounds follow-up "
+     "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours).",
+     "The paper makes one pass; every peer searches again when its evidence is thin."),
     ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
      "What a stage keeps when the model's reply is unusable (recorded as parse_error).",
      "The paper does not say; a failed call must not end the question."),

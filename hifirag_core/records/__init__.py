@@ -24,6 +24,8 @@ STAGE_STATUSES: dict[str, str] = {
     "ok": "the stage did its work",
     "skipped": "switched off by the variant, or nothing to work on (no draft to refine, no answer to cite)",
     "no_results": "the search returned nothing",
+    "no_new_results": "a follow-up round's search found only URLs an earlier round had read",
+    "no_new_queries": "a follow-up round had no search left that was not tried before",
     "no_evidence": "the offline writer had no source text",
     "no_draft": "the refine pass had no draft",
     "no_examples": "the refine pass had no few-shot examples; the draft stands",
@@ -56,6 +58,9 @@ class Record:
     run_id: str = ""
     question_id: str = ""
     stage: str = ""
+    # Which pass over the question made the row: 0 the first, 1.. each follow-up round of a variant that
+    # looks again when its evidence falls short (``research``).
+    round: int = 0
     status: str = OK
     error: str | None = None
 
@@ -205,6 +210,22 @@ class SectionDecisionRecord(Record):
 
 
 @dataclass(kw_only=True)
+class SufficiencyRecord(Record):
+    """Whether the evidence kept so far covers the question, and what it is missing (a variant that looks
+    again reads it to decide on another round, and plans that round's searches from ``missing``)."""
+
+    TABLE: ClassVar[str] = "sufficiency_checks"
+    stage: str = ""  # stamped by the stage's spec
+    verdict: str | None = None  # sufficient | partial | not_found
+    covered: list[str] = field(default_factory=list)  # the parts of the question the kept sections cover
+    missing: list[str] = field(default_factory=list)  # the parts and keywords no kept section covers
+    sections: int = 0  # kept sections the check read, over every round so far
+    method: str | None = None
+    model: str | None = None
+    prompt_hash: str | None = None
+
+
+@dataclass(kw_only=True)
 class DraftRecord(Record):
     """One generation pass: ``stage`` is ``draft`` (pass 1) or ``refine`` (pass 2)."""
 
@@ -323,6 +344,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     PageRecord,
     SectionRecord,
     SectionDecisionRecord,
+    SufficiencyRecord,
     DraftRecord,
     AnswerRecord,
     CitationRecord,
@@ -374,9 +396,11 @@ def to_table(records: typing.Sequence[Record], cls: type[Record], **constants: A
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-# Fields that say when or in which run a row was made, not what it contains: left out of the
-# fingerprints that key the stage cache, so identical work in another run is recognised.
-VOLATILE_FIELDS = frozenset({"run_id", "question_id", "fetched_at", "started_at", "call_id", "_written_at"})
+# Fields that say when, in which run or in which round a row was made, not what it contains: left out of
+# the fingerprints that key the stage cache, so identical work in another run is recognised (a follow-up
+# round's stages carry their round in their parameters instead).
+VOLATILE_FIELDS = frozenset({"run_id", "question_id", "round", "fetched_at", "started_at", "call_id",
+                             "_written_at"})
 
 
 def content_row(record: Record) -> dict[str, Any]:

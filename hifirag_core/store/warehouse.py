@@ -83,12 +83,13 @@ class Warehouse:
         return self.tables_dir / table / f"run_id={check_run_id(run_id)}"
 
     @staticmethod
-    def _key_file(stage: str | None, question_id: str) -> str:
+    def _key_file(stage: str | None, question_id: str, round: int = 0) -> str:
         key = text_hash(question_id, 16) if question_id else "run"
-        return f"{stage or ALL_STAGES}--{key}.parquet"
+        at = f"@{round}" if round else ""  # a follow-up round's rows live beside the first pass's
+        return f"{stage or ALL_STAGES}{at}--{key}.parquet"
 
     def write(self, table: str, records: Sequence[Record], *, run_id: str, stage: str | None,
-              question_id: str = "") -> int:
+              question_id: str = "", round: int = 0) -> int:
         """Persist one stage's rows for one question, replacing any earlier write of the same key.
 
         ``stage=None`` writes every stage's rows of the question at once (the rows keep their own
@@ -105,6 +106,7 @@ class Warehouse:
             if other:
                 raise WarehouseError(f"{table}: rows of stage {', '.join(other)} written as stage {stage!r}")
             stamps["stage"] = stage
+            stamps["round"] = round
         # the partition directory carries the run id
         arrow = to_table(list(records), TABLES[table], **stamps).drop_columns(["run_id"])
         arrow = arrow.append_column(
@@ -115,8 +117,8 @@ class Warehouse:
         with self._lock(part):  # so a concurrent compaction never deletes this write
             compacted = part / COMPACTED
             if compacted.exists():
-                self._drop_from_compacted(compacted, stage, question_id)
-            self._atomic_write(arrow, part / self._key_file(stage, question_id))
+                self._drop_from_compacted(compacted, stage, question_id, round)
+            self._atomic_write(arrow, part / self._key_file(stage, question_id, round))
         return arrow.num_rows
 
     @staticmethod
@@ -134,12 +136,14 @@ class Warehouse:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _drop_from_compacted(self, compacted: Path, stage: str | None, question_id: str) -> None:
+    def _drop_from_compacted(self, compacted: Path, stage: str | None, question_id: str, round: int = 0) -> None:
         """Remove a key's rows from the compacted file before that key is written again."""
         merged = pq.read_table(compacted)
         same = pc.equal(merged["question_id"], question_id)
         if stage is not None:
             same = pc.and_(pc.equal(merged["stage"], stage), same)
+            if "round" in merged.column_names:  # files written before rounds hold only the first pass
+                same = pc.and_(pc.equal(pc.fill_null(merged["round"], 0), round), same)
         if pc.any(same).as_py():
             self._atomic_write(merged.filter(pc.invert(same)), compacted)
 
@@ -158,12 +162,14 @@ class Warehouse:
                 merged = pq.read_table(compacted)
                 per_question = part.parent.name in PER_QUESTION_TABLES
                 keys = merged.select(["question_id"] if per_question else ["stage", "question_id"])
+                rounds = ([0] * merged.num_rows if per_question or "round" not in merged.column_names
+                          else [r or 0 for r in merged["round"].to_pylist()])
                 groups: dict[tuple, list[int]] = {}
                 for i, key in enumerate(zip(*(keys[c].to_pylist() for c in keys.column_names), strict=True)):
-                    groups.setdefault(key, []).append(i)
+                    groups.setdefault((*key, rounds[i]), []).append(i)
                 for key, rows in groups.items():
-                    stage, qid = (None, key[0]) if per_question else key
-                    target = part / self._key_file(stage, qid)
+                    stage, qid, round_no = (None, key[0], 0) if per_question else key
+                    target = part / self._key_file(stage, qid, round_no)
                     if not target.exists():  # a key file written since compaction is newer
                         self._atomic_write(merged.take(rows), target)
                         split += 1

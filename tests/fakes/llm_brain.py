@@ -18,8 +18,11 @@ from dataclasses import dataclass
 
 from hifirag_core.text import content_terms, split_sentences
 
-# One phrase per prompt file, as it appears in prompts/<name>.txt.
+# One phrase per prompt file, as it appears in prompts/<name>.txt (looked for in this order: the follow-up
+# prompt shares the query plan's opening, so its own phrase comes first).
 MARKERS: dict[str, str] = {
+    "sufficiency": "Check whether the web content found so far is enough to answer",
+    "followup": "find what is still missing to answer this question",
     "query_plan": "Create efficient and concise Google search queries",
     "url_filter": "Which of the URLs in the list below would be helpful",
     "section_rank": "determine which sections would be helpful for further reading",
@@ -38,7 +41,7 @@ MARKERS: dict[str, str] = {
     "source_dates": "Each source shows its publication date",
 }
 ANSWERABILITY_MARKER = MARKERS["answerability"]
-JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations"})
+JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations", "sufficiency", "followup"})
 FILTER_KINDS = JSON_KINDS
 WRITER_KINDS = frozenset({"draft", "refine", "baseline_q"})
 
@@ -169,6 +172,26 @@ def _citations(prompt: str, turns: list[tuple[str, str]]) -> str:
     return json.dumps(cited)
 
 
+def _sufficiency(prompt: str, turns: list[tuple[str, str]]) -> str:
+    """Ours: a part of the question (split at ", and") is covered when a kept section's line shares two of
+    its words; the verdict follows."""
+    question = _between(prompt, "enough to answer this question:\n", "\n")
+    lines = [line for line in _between(prompt, "\n<web_text>\n", "\n</web_text>").splitlines() if line.startswith("- ")]
+    parts = [p.strip(" ?.") for p in re.split(r",?\s+and\s+(?=what|how|why|which|who|when|where|is|does|do)", question)
+             if p.strip(" ?.")]
+    covered = [p for p in parts if any(_overlap(set(content_terms(p)), line) >= 2 for line in lines)]
+    missing = [p for p in parts if p not in covered]
+    verdict = "sufficient" if not missing else ("partial" if covered else "not_found")
+    return json.dumps({"verdict": verdict, "covered": covered, "missing": missing})
+
+
+def _followup(prompt: str, turns: list[tuple[str, str]]) -> str:
+    """Ours: the missing parts themselves as queries, minus any searched before."""
+    missing = [m.strip() for m in _between(prompt, "What is missing: ", "\n").split(";") if m.strip()]
+    earlier = {e.strip().lower() for e in _between(prompt, "not to be repeated: ", "\n").split(";")}
+    return json.dumps([m for m in missing if m.lower() not in earlier and m != "(nothing listed)"])
+
+
 def _baseline(prompt: str, turns: list[tuple[str, str]]) -> str:
     question = prompt.split("200 words.", 1)[-1].strip()
     return f"In short: {question.rstrip('?')} is answered by the relevant documentation."
@@ -186,6 +209,8 @@ _HANDLERS = {
     "refine": _refine,
     "citations": _citations,
     "baseline_q": _baseline,
+    "sufficiency": _sufficiency,
+    "followup": _followup,
 }
 
 
