@@ -25,7 +25,7 @@ def test_every_table_has_the_shared_columns_and_an_arrow_schema():
     assert expected <= set(TABLES)
     for cls in RECORD_TYPES:
         names = arrow_schema(cls).names
-        assert names[:5] == ["run_id", "question_id", "stage", "status", "error"], cls
+        assert names[:6] == ["run_id", "question_id", "stage", "round", "status", "error"], cls
 
 
 def test_arrow_types_follow_the_type_hints():

@@ -104,7 +104,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
     if plan.source == "gemini":
         from hifirag_core.backends import factory
         from hifirag_core.llm.models import LLMWriterModel
-        from hifirag_core.llm.prompts import PromptSet
+        from hifirag_core.llm.prompts import STEERING_PROMPTS, PromptSet
         from hifirag_core.testset.sources import FetchDater, GroundedPairSource
 
         guards = factory.build_guards(pipeline)
@@ -112,7 +112,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
                                   base=pipeline.model_dump(mode="json"))
         chat = factory.build_chat_model("writer", generating, guards=guards)
         prompts = PromptSet.load(Path(pipeline.prompts.dir) if pipeline.prompts.dir else None,
-                                 names=("baseline_q", "refine"))
+                                 names=("baseline_q", "refine", *STEERING_PROMPTS))
         baseline = LLMWriterModel(chat, prompts, draft_prompt="raw_limit")
         source = GroundedPairSource(chat, plan.prompt, list(plan.examples), plan.style.description, cfg.after,
                                     cfg.seed)  # type: ignore[arg-type]
