@@ -215,7 +215,7 @@ def print_ledger(warehouse: Warehouse, run_id: str, question_id: str) -> None:
         table.add_row(str(r["sentence_index"] + 1) if first else "", r["sentence"] if first else "",
                       f"[{r['marker']}]" if r["marker"] else "-", " > ".join(r["heading_path"] or []) or "-",
                       r["supporting_sentence"] or "-", f"{r['support']:.2f}" if r["support"] is not None else "-",
-                      r["support_method"] or "-", snapshot)
+                      f"{r['support_method']}\n{r['decided_by']}" if r["support_method"] else "-", snapshot)
     console.print(table)
 
 
