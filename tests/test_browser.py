@@ -246,12 +246,13 @@ def test_a_hostile_page_executes_nothing_anywhere_it_is_shown(served, watched, a
     page.fill("#question", HOSTILE_Q)
     page.click("#ask-button")
     page.wait_for_selector("#status[data-state='complete']", timeout=240_000)
-    assert "<script>" in page.inner_text("#answer") or "onerror" in page.inner_text("#answer")
+    shown = page.inner_text("#steps") + page.inner_text("#answer")
+    assert "<img src=x onerror=" in shown, shown  # the page's title, in the URLs-kept step, as text
     seen["ask"] = watched.untouched()
     page.screenshot(path=str(artifacts / "7-hostile-ask.png"), full_page=True)
     # the batch answer from the hostile page, its cited sentence selected
     page.goto(_answer_url(base, BATCH, "H1"))
-    hostile = page.locator("#sentences a.sentence", has_text="window.__pwned")
+    hostile = page.locator("#sentences a.sentence", has_text="hook script")  # cites the hostile page's section
     assert hostile.count() >= 1, page.inner_text("#sentences")
     hostile.first.click()
     page.wait_for_selector("#evidence .section-text")
