@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from flows.cli import app
-from hifirag_core.records import AnswerRecord, RunRecord
+from hifirag_core.records import AnswerRecord, PageRecord, RunRecord, SectionRecord
 from hifirag_core.store.warehouse import Warehouse
 
 runner = CliRunner()
@@ -94,10 +95,17 @@ def _cited_run(root) -> Warehouse:
             run_id="r1", stage="answer", question_id="q1")
     w.write("answer_sentences", [
         AnswerSentenceRecord(sentence_index=0, sentence="Use max-rate to limit it.", source_indices=[2],
-                             urls=["https://a/sync"], support=0.91, method="llm+support"),
+                             urls=["https://a/sync"], support=0.91, method="llm+support", section_ids=["s-rate"],
+                             evidence=["Pass --max-rate to cap the bandwidth."], evidence_scores=[0.91]),
         AnswerSentenceRecord(sentence_index=1, sentence="Accounts are throttled.", source_indices=[1],
                              urls=["https://b/plans"], support=0.66, method="llm+marker")],
         run_id="r1", stage="citations", question_id="q1")
+    w.write("pages", [PageRecord(url="https://a/sync", final_url="https://a/sync/", content_sha256="ab" * 32,
+                                 fetched_at=datetime(2026, 11, 30, 9, 15, tzinfo=UTC))],
+            run_id="r1", stage="fetch", question_id="q1")
+    w.write("sections", [SectionRecord(url="https://a/sync", section_id="s-rate", heading_path=["Sync", "Rate limits"],
+                                       text="Pass --max-rate to cap the bandwidth.")],
+            run_id="r1", stage="sections", question_id="q1")
     return w
 
 
@@ -108,6 +116,9 @@ def test_answers_prints_each_sentence_with_its_citation(tmp_path):
     assert "Use max-rate to limit it. [1] Accounts are throttled. [2]" in result.output
     assert "[1] https://a/sync" in result.output and "[2] https://b/plans" in result.output
     assert "0.91" in result.output and "llm+marker" in result.output
+    # the ledger: the section and source sentence behind the first sentence, and the snapshot read
+    assert "Sync > Rate limits" in result.output and "Pass --max-rate to cap the bandwidth." in result.output
+    assert "abababababab 2026-11-30 09:15" in result.output and "model" in result.output
     missing = runner.invoke(app, ["answers", "r1", "--question", "nope", "--data-root", str(tmp_path)])
     assert missing.exit_code == 2 and "no question(s) nope" in missing.output
 

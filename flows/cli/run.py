@@ -182,12 +182,7 @@ def print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
         for k, url in enumerate(a.urls, 1):
             console.print(f"  [{k}] {url}", style="cyan", highlight=False, markup=False)
         if detail and a.sentences:
-            table = Table("#", "sentence", "cited", "support", "decided by", box=box.SIMPLE_HEAD)
-            for i, s in enumerate(a.sentences, 1):
-                marks = "".join(f"[{a.urls.index(u) + 1}]" for u in s.urls if u in a.urls) or "-"
-                table.add_row(str(i), s.sentence, marks, f"{s.support:.2f}" if s.support is not None else "-",
-                              s.method)
-            console.print(table)
+            print_ledger(warehouse, run_id, a.question_id)
         if a.answerability:
             score = f" (evidence score {a.answerability_score:.2f})" if a.answerability_score is not None else ""
             console.print(f"  do the sources answer it: {a.answerability}{score}", style="dim", highlight=False,
@@ -204,12 +199,33 @@ def print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
                       "extract over a hybrid top 5 scored 0.143 on the full FAQ set.")
 
 
+def print_ledger(warehouse: Warehouse, run_id: str, question_id: str) -> None:
+    """The answer's citation ledger: each sentence, the section and source sentence supporting it, the
+    support and what decided it, and the stored page snapshot (``citation_ledger``)."""
+    from hifirag_core.store.queries import citation_ledger
+
+    ledger = citation_ledger(warehouse, run_id, question_id)
+    table = Table("#", "sentence", "cited", "section", "supporting source sentence", "support", "by",
+                  "snapshot (sha256, fetched)", box=box.SIMPLE_HEAD)
+    for row in ledger.rows:
+        r = dict(zip(ledger.columns, row, strict=True))
+        first = r["source_rank"] in (None, 1)
+        snapshot = (f"{r['content_sha256'][:12]} {r['fetched_at']:%Y-%m-%d %H:%M}\n{r['final_url']}"
+                    if r["content_sha256"] else "-")
+        table.add_row(str(r["sentence_index"] + 1) if first else "", r["sentence"] if first else "",
+                      f"[{r['marker']}]" if r["marker"] else "-", " > ".join(r["heading_path"] or []) or "-",
+                      r["supporting_sentence"] or "-", f"{r['support']:.2f}" if r["support"] is not None else "-",
+                      f"{r['support_method']}\n{r['decided_by']}" if r["support_method"] else "-", snapshot)
+    console.print(table)
+
+
 def answers(
     run_id: Annotated[str, typer.Argument(help="The run whose answers to show.")],
     question: Annotated[list[str] | None, typer.Option("--question", "-q", help="A question id (repeatable) "
                                                        "\\[default: every question].")] = None,
-    detail: Annotated[bool, typer.Option("--detail", help="A table per answer: each sentence with its sources, "
-                                         "support score and what decided them.")] = False,
+    detail: Annotated[bool, typer.Option("--detail", help="A table per answer, the citation ledger: each sentence "
+                                         "with the section and source sentence supporting it, the support score, "
+                                         "what decided it and the stored page snapshot.")] = False,
     data_root: DataRoot = None,
 ) -> None:
     """Show a run's answers as a user reads them: each sentence with the \\[k] of the source cited for it.

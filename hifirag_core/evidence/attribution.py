@@ -10,20 +10,24 @@ The citation stage (the paper's A.5) ends here whatever the filter model is:
   MiniLM cosine between the sentence and a sentence of the source (:func:`citation_support`);
   ``min_support`` leaves a sentence uncited when no allowed source reaches it;
 * :func:`render_citations` puts the markers back into the answer as the user reads it, numbered
-  in the order the sources are first cited.
+  in the order the sources are first cited;
+* :func:`locate_evidence` names, for each cited source of a sentence, the section and the source
+  sentence that support it best (the citation ledger shows them beside the sentence).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from hifirag_core.metrics.citations import SHORTLIST, claim_sentences, support_matrix
 from hifirag_core.retrieval.embeddings import Embedder
+from hifirag_core.retrieval.scoring import bm25_scores
 from hifirag_core.text import split_sentences, word_count
-from hifirag_core.types import SentenceCitation, SourceDoc
+from hifirag_core.types import SentenceCitation, SourceDoc, SourceSection
 
 _MARKER = re.compile(r"\s*\[(\d+)\]")
 _MARKER_RUN = re.compile(r"(?:\s*\[\d+\])+")
@@ -147,3 +151,34 @@ def render_citations(text: str, sentences: Sequence[tuple[str, Sequence[str]]]) 
         cursor = match.end()
     pieces.append(text[cursor:])
     return "".join(pieces), urls
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where in a cited source a sentence's support is: the section and its sentence closest to the claim."""
+
+    section_id: str
+    sentence: str
+    score: float | None  # MiniLM cosine between the claim and that sentence
+
+
+def _passages(section: SourceSection, per_section: int) -> list[str]:
+    sentences = [s for s in split_sentences(section.text) if not s.startswith("#") and word_count(s) >= 3]
+    return sentences[:per_section] or ([section.text.strip()] if section.text.strip() else [])
+
+
+def locate_evidence(claim: str, source: SourceDoc, embedder: Embedder, shortlist: int | None = SHORTLIST,
+                    per_section: int = PER_SECTION) -> Evidence | None:
+    """The section of ``source`` and its sentence that support ``claim`` best (BM25 shortlist, then MiniLM
+    cosine, as :func:`citation_support` measures support); None for a source without text."""
+    candidates = [(section.section_id, passage) for section in source.sections
+                  for passage in _passages(section, per_section)]
+    if not candidates:
+        return None
+    if shortlist is not None and len(candidates) > shortlist:
+        lexical = bm25_scores(claim, [p for _, p in candidates])
+        keep = sorted(sorted(range(len(candidates)), key=lambda i: (-float(lexical[i]), i))[:shortlist])
+        candidates = [candidates[i] for i in keep]
+    sims = embedder.encode([p for _, p in candidates]) @ embedder.encode([claim])[0]
+    best = int(np.argmax(sims))
+    return Evidence(candidates[best][0], candidates[best][1], round(float(sims[best]), 4))

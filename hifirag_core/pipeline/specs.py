@@ -487,7 +487,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         identity=_refine_identity, step=lambda o, t: steps.refine(o),
     ),
     StageSpec(
-        "citations", (CitationRecord, AnswerSentenceRecord), "3", ("citations", *_FILTER_MODEL),
+        "citations", (CitationRecord, AnswerSentenceRecord), "4", ("citations", *_FILTER_MODEL),
         stages.verify_citations,
         # the writer's own text, markers and all: they are a hint the citation check may follow; an
         # answer that abstains has nothing to cite

@@ -30,6 +30,7 @@ from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.evidence.answerability import decide as decide_answerability
 from hifirag_core.evidence.attribution import (
     attribute_sentences,
+    locate_evidence,
     marked_sentences,
     render_citations,
     strip_markers,
@@ -722,12 +723,15 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
                        status=decision.status, error=decision.error)
         for j, s in enumerate(sources)
     ]
-    records += [
-        AnswerSentenceRecord(sentence_index=c.index, sentence=c.text, source_indices=list(c.sources),
-                             urls=[url[n] for n in c.sources], support=c.support, marked=list(c.marked),
-                             method=c.method, status=decision.status, error=decision.error)
-        for c in decision.value
-    ]
+    by_number = {s.index: s for s in sources}
+    for c in decision.value:
+        found = [locate_evidence(c.text, by_number[n], rt.embedder) for n in c.sources]
+        records.append(AnswerSentenceRecord(
+            sentence_index=c.index, sentence=c.text, source_indices=list(c.sources), urls=[url[n] for n in c.sources],
+            support=c.support, marked=list(c.marked), method=c.method,
+            section_ids=[e.section_id if e else "" for e in found], evidence=[e.sentence if e else "" for e in found],
+            evidence_scores=[e.score if e else None for e in found],
+            status=decision.status, error=decision.error))
     return StageOutput(records=records, calls=list(decision.calls), status=decision.status,
                        error=decision.error)
 

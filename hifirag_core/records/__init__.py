@@ -268,6 +268,11 @@ class AnswerSentenceRecord(Record):
     support: float | None = None  # support of the first source (MiniLM cosine), when measured
     marked: list[int] = field(default_factory=list)  # the writer's own [n] markers after the sentence
     method: str = ""  # what decided: offline+marker, offline+support, llm+marker, llm+support, writer+marker, ...
+    # Per cited source (in the order of urls): the kept section holding the source sentence closest to this
+    # one, that sentence, and its MiniLM cosine to this one (the citation ledger shows them side by side)
+    section_ids: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    evidence_scores: list[float | None] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

@@ -1,7 +1,7 @@
 """The HTTP side of the service: the FastAPI app over one ``Service``, its body limit, and serving it.
 
 ``GET /health``, ``POST /evaluate`` and the streaming ``POST /run`` of the MMU-RAGent contract
-(``hifirag_core.serving.contract``); bad bodies get 422 with what to send, a full service 503 with
+(``hifirag_core.serving.contract``), and the read-only pages at ``/`` (``hifirag_core.serving.pages``); bad bodies get 422 with what to send, a full service 503 with
 ``Retry-After``, an oversized body 413.
 """
 
@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
+from hifirag_core.serving.pages import add_pages
 from hifirag_core.serving.service import Service, Ticket, log
 
 
@@ -116,6 +117,8 @@ def create_app(service: Service) -> ASGIApp:
             return busy()
         return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
+
+    add_pages(app, service.warehouse, settings.data_root)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -38,3 +38,19 @@ def stored_page_sha(warehouse: Warehouse, url: str) -> str | None:
     rows = warehouse.query("SELECT content_sha256 FROM pages WHERE url = ? AND status = 'ok' "
                            "ORDER BY fetched_at DESC LIMIT 1", [url]).rows
     return rows[0][0] if rows and rows[0][0] else None
+
+
+LEDGER_SQL = """SELECT sentence_index, sentence, marker, source_rank, url, section_id, heading_path,
+                       supporting_sentence, support, support_method, decided_by, content_sha256, fetched_at, final_url
+                FROM citation_ledger WHERE run_id = ? AND question_id = ?
+                ORDER BY sentence_index, source_rank NULLS FIRST"""
+
+
+def citation_ledger(warehouse: Warehouse, run_id: str, question_id: str) -> QueryResult:
+    """One answer's ``citation_ledger`` rows: each sentence with its cited sections and their snapshots."""
+    return warehouse.query(LEDGER_SQL, [run_id, question_id])
+
+
+def snapshot_known(warehouse: Warehouse, content_sha256: str) -> bool:
+    """Whether a fetched page of some run was stored under this content hash (only those are served)."""
+    return bool(warehouse.query("SELECT 1 FROM pages WHERE content_sha256 = ? LIMIT 1", [content_sha256]).rows)
