@@ -113,6 +113,8 @@ def served(tmp_path_factory):
                                 "--run-id", BATCH, "--set", f"generation.examples={examples}", "--data-root", str(root)],
                                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert batch.returncode == 0, batch.stdout[-2000:] + batch.stderr[-2000:]
+        # The live site goes away: every snapshot the pages show must come from the warehouse's own copy.
+        shutil.rmtree(site)
         args = ["--set", f"generation.examples={examples}", "--set", "backends.writer_llm=openai",
                 "--set", f"models.openai_base_url={writer.base_url}/v1", "--set", "models.writer=fake-writer"]
         with hifirag_service(root, *args, env={"PREFECT_API_URL": api, "OPENAI_API_KEY": writer.api_key}) as url:
