@@ -241,24 +241,49 @@ def test_the_default_window_comes_from_the_config() -> None:
     assert prompt_window(cfg, "writer").context_tokens == 1_048_576  # gemini-2.5-pro's
 
 
-def test_the_window_leaves_the_section_ranking_cache_key_alone(data_root) -> None:
-    """Rankings already stored stay valid: neither the window nor batching enters the stage's key."""
+def stage_inputs(n_sections: int) -> dict:
+    """Section ranking's parameters for one page of ``n_sections`` sections."""
+    from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.records import PageRecord, SectionRecord, UrlDecisionRecord
+
+    url = PAGE.url
+    secs = [SectionRecord(url=url, section_id=p.section_id, ord=i, heading_path=["Pools", p.heading],
+                          heading=p.heading, level=2, text=p.preview, n_chars=len(p.preview))
+            for i, p in enumerate(sections(n_sections))]
+    return {"decisions": StageOutput(records=[UrlDecisionRecord(url=url, title=PAGE.title, snippet=PAGE.snippet,
+                                                                kept=True, order=1)]),
+            "pages": StageOutput(records=[PageRecord(url=url, order=1, title=PAGE.title)]),
+            "sections": StageOutput(records=secs)}
+
+
+def test_the_window_keys_section_ranking_only_for_a_page_that_must_be_split(data_root) -> None:
+    """Rankings already stored stay valid for pages that fit (their key is the one they always had); a question
+    with a page to split gets a key of its own, which changes with the window."""
     from hifirag_core.llm.examples import ExampleSet
+    from hifirag_core.pipeline import stages
     from hifirag_core.pipeline.plan import RunContext
     from hifirag_core.pipeline.specs import SPECS
     from hifirag_core.pipeline.wiring import build_runtime
     from hifirag_core.questions import Question
 
-    keys = set()
-    for window in (8192, 32768):
+    question = Question("q1", QUESTION, None, 1)
+    keys: dict[tuple[int, str], str] = {}
+    for window in (4096, 8192):
         cfg = build_config(overrides={
             "backends": {"filter_llm": "openai", "writer_llm": "openai"},
             "models": {"filter": "local", "writer": "local", "openai_base_url": "http://127.0.0.1:9/v1",
-                       "openai_api_key_optional": True, "context_tokens": {"local": window}}})
+                       "openai_api_key_optional": True, "context_tokens": {"local": window},
+                       "filter_max_tokens": 256}})
         rt = build_runtime(RunContext("k", str(data_root), cfg, ExampleSet("", ())))
         assert rt.filter_model.window.context_tokens == window
-        question = Question("q1", QUESTION, None, 1)
-        keys.add(SPECS["section_rank"].cache_key(question, {}, rt))
-        rt.filter_model.window = None
-        keys.add(SPECS["section_rank"].cache_key(question, {}, rt))
-    assert len(keys) == 1
+        for size in (12, 150):
+            params = stage_inputs(size)
+            keys[window, f"{size}"] = SPECS["section_rank"].cache_key(question, params, rt)
+            fits = stages.section_rank_window(question, params["decisions"], params["pages"], params["sections"],
+                                              rt) is None
+            rt.filter_model.window = None  # as the model was before windows: the key of a page that fits
+            keys[window, f"{size}-unbounded"] = SPECS["section_rank"].cache_key(question, params, rt)
+            rt.filter_model.window = PromptWindow(window, 256)
+            assert fits == (size == 12 or window == 8192 and size < 150), (window, size)
+    assert keys[4096, "12"] == keys[8192, "12"] == keys[4096, "12-unbounded"]
+    assert keys[4096, "150"] != keys[4096, "150-unbounded"] and keys[4096, "150"] != keys[8192, "150"]

@@ -349,21 +349,27 @@ class LLMFilterModel:
         """
         if not sections:
             return Decision([], method="llm")
-        overview = render_page_overview(page)
+        values = self._section_values(question, page, sections)
 
         def ask(batch: list[int]) -> tuple[ChatReply, ParseResult[int] | None]:
-            reply = self._ask("section_rank", object_schema("sections", "integer"), question=question,
-                              page_overview=overview, section_previews=render_section_previews(
-                                  [sections[i] for i in batch]))
+            reply = self._ask("section_rank", object_schema("sections", "integer"), **values(batch))
             parsed = parse_section_indices(reply.text, n_sections=len(batch)) if reply.text is not None else None
             return reply, parsed
 
         return self._rank_in_batches(
-            "section_rank", ask,
-            lambda batch: {"question": question, "page_overview": overview,
-                           "section_previews": render_section_previews([sections[i] for i in batch])},
-            n=len(sections), k=max_sections, fallback_k=self.section_fallback_k, fallback=self.section_fallback,
-            query=question, texts=[s.preview for s in sections])
+            "section_rank", ask, values, n=len(sections), k=max_sections, fallback_k=self.section_fallback_k,
+            fallback=self.section_fallback, query=question, texts=[s.preview for s in sections])
+
+    def sections_fit(self, question: str, page: PageOverview, sections: list[SectionPreview]) -> bool:
+        """Whether one call ranks the page's sections (the window holds its whole section list)."""
+        return len(self._batches("section_rank", self._section_values(question, page, sections), len(sections))) == 1
+
+    @staticmethod
+    def _section_values(question: str, page: PageOverview,
+                        sections: list[SectionPreview]) -> Callable[[list[int]], dict[str, str]]:
+        overview = render_page_overview(page)
+        return lambda batch: {"question": question, "page_overview": overview,
+                              "section_previews": render_section_previews([sections[i] for i in batch])}
 
     def _batches(self, name: str, values: Callable[[list[int]], dict[str, str]], n: int) -> list[list[int]]:
         """The candidates ``0..n-1`` in consecutive batches whose prompts fit the window (one batch when all fit)."""
