@@ -208,20 +208,43 @@ def long_sources(n_pages: int, n_sections: int) -> list[SourceDoc]:
 
 def test_the_draft_and_the_citation_check_are_trimmed_with_a_note(make_guards) -> None:
     sources = long_sources(4, 5)
-    with OpenAIFake(api_key=None, context_tokens=3000, overflow_flavor="llama_cpp_python") as fake:
-        cfg = config(fake, 3000)
+    with OpenAIFake(api_key=None, context_tokens=5000, overflow_flavor="llama_cpp_python") as fake:
+        cfg = config(fake, 5000)
         writer = build_writer_model(cfg, guards=make_guards(cfg), env={})
         draft = writer.draft(QUESTION, sources, max_words=120)
-        checker = filter_model(fake, make_guards, 3000)
+        checker = filter_model(fake, make_guards, 5000)
         answer = "The pool timeout is set with pool_timeout [1]. Its default is 30 seconds [2]."
         cited = checker.verify_citations(QUESTION, answer, sources)
         sent = prompts_sent(fake)
     assert fake.refused == [] and draft.status == "ok" and draft.method == "llm+trimmed"
-    assert "sections left out to fit the window" in (draft.error or "") and "3,000" in (draft.error or "")
+    assert "sections left out to fit the window" in (draft.error or "") and "5,000" in (draft.error or "")
     assert cited.status == "ok" and cited.method == "llm+trimmed" and "left out" in (cited.error or "")
     assert all(writer.window.fits(p) for p in sent)
-    # the best-placed sections stay: every page keeps its first section
-    assert all(f"Pool {p} > Part 0" in sent[0] for p in range(4)) and "Pool 3 > Part 4" not in sent[0]
+    # the best-placed sections stay: each page's first sections, in the order the writer's context is filled
+    kept = {(int(s), int(p)) for p, s in re.findall(r"## Pool (\d+) > Part (\d+)", sent[0])}
+    assert 0 < len(kept) < 20 and kept == set(sorted((s, p) for s in range(5) for p in range(4))[: len(kept)])
+
+
+def test_the_draft_leaves_room_for_the_refine_turn_and_a_refine_that_does_not_fit_is_not_sent(make_guards) -> None:
+    from hifirag_core.types import Conversation, FewShotExample
+
+    sources = long_sources(4, 5)
+    with OpenAIFake(api_key=None) as fake:
+        cfg = config(fake, 4000)
+        writer = build_writer_model(cfg, guards=make_guards(cfg), env={})
+        draft = writer.draft(QUESTION, sources, max_words=120)
+        # the draft prompt fits with its reply, the refine instruction and the refine reply kept free
+        assert writer.window.need(draft.value.turns[0].text) <= 4000 - 2 * 256 - 1024
+        examples = [FewShotExample(str(i), "What is the default pool timeout?", "Thirty seconds. " * 40)
+                    for i in range(6)]
+        refined = writer.refine(QUESTION, draft.value, examples)
+        assert "the draft's reply and the refine turn" in draft.error
+        long_draft = Conversation((ChatTurn("user", "pool " * 3700), ChatTurn("model", "Thirty seconds.")))
+        skipped = writer.refine(QUESTION, long_draft, examples)
+        sent = len(fake.bodies)
+    assert refined.status == "ok" and sent == 2  # the draft and its refinement; the long one was not sent
+    assert skipped.status == "context_length_exceeded" and skipped.value == "Thirty seconds."
+    assert skipped.method == "llm+fallback:draft" and "not sent" in skipped.error and skipped.calls == []
 
 
 def test_the_sufficiency_check_keeps_the_sections_that_fit(make_guards) -> None:

@@ -54,7 +54,7 @@ from hifirag_core.llm.prompts import (
     render_section_previews,
     render_sources,
 )
-from hifirag_core.llm.window import PromptWindow, retry_share
+from hifirag_core.llm.window import REFINE_ROOM_TOKENS, PromptWindow, retry_share
 from hifirag_core.types import (
     AnswerStyle,
     ChatModel,
@@ -613,14 +613,17 @@ class LLMWriterModel:
 
         # the sources as bounded by the writer's context (hifirag_core.pipeline.context); the estimate decides
         # whether the prompt fits, and what does not is trimmed, lowest-placed sections first
-        sent, note = fit_sources(self.window, lambda docs: [render(docs)], sources) if with_sources \
+        # the draft leaves room for its own reply and the refine turn (instruction, examples, reply) that follow
+        window = (PromptWindow(self.window.context_tokens, 2 * self.window.reply_tokens + REFINE_ROOM_TOKENS,
+                               "the draft's reply and the refine turn") if self.window is not None else None)
+        sent, note = fit_sources(window, lambda docs: [render(docs)], sources) if with_sources \
             else (sources, None)
         user = ChatTurn("user", render(sent))
         reply = self.chat.chat([user], stage="draft", prompt_name=prompt.name, prompt_hash=prompt.hash)
         calls = [reply.call]
-        if reply.overflow is not None and with_sources and self.window is not None:
-            sent, note = fit_sources(self.window, lambda docs: [render(docs)], sent,
-                                     share=retry_share(*reply.overflow, self.window.reply_tokens),
+        if reply.overflow is not None and with_sources and window is not None:
+            sent, note = fit_sources(window, lambda docs: [render(docs)], sent,
+                                     share=retry_share(*reply.overflow, window.reply_tokens),
                                      refused=reply.call.error)
             user = ChatTurn("user", render(sent))
             reply = self.chat.chat([user], stage="draft", prompt_name=prompt.name, prompt_hash=prompt.hash)

@@ -25,6 +25,10 @@ LETTERS_PER_TOKEN = 4
 TURN_OVERHEAD_TOKENS = 16
 # Kept for a reply when the role sets no output ceiling.
 DEFAULT_REPLY_TOKENS = 1024
+# Kept in the draft's window for the refine pass that follows it in the same conversation: its instruction with
+# the few-shot examples (the project's sets estimate at 441 and 590 tokens); the draft's reply and the refine
+# reply are kept besides.
+REFINE_ROOM_TOKENS = 1024
 # When a provider refuses a prompt as too long without saying by how much, the retry sends this share.
 RETRY_SHARE = 0.5
 
@@ -45,6 +49,7 @@ class PromptWindow:
 
     context_tokens: int
     reply_tokens: int
+    reserved_for: str = "the reply"
 
     @property
     def prompt_tokens(self) -> int:
@@ -61,7 +66,7 @@ class PromptWindow:
     def describe(self, need: int) -> str:
         """Why a prompt of ``need`` tokens was split or trimmed, for a row's note."""
         return (f"about {need:,} prompt tokens; the window is {self.context_tokens:,} with {self.reply_tokens:,} "
-                f"kept for the reply")
+                f"kept for {self.reserved_for}")
 
 
 def retry_share(tokens: int | None, limit: int | None, reply_tokens: int) -> float:
