@@ -68,6 +68,7 @@ def test_the_estimate_counts_digits_marks_and_letters() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("the") == 1 and estimate_tokens("documentation") == 4  # ceil(13 / 4)
     assert estimate_tokens("[123] a.b") == 8  # [ 1 2 3 ] a . b
+    assert estimate_tokens("a 1 b") == 4  # a, the space before 1, 1, b
     assert estimate_tokens("日本語") == 3 and estimate_tokens("a\nb") == 3
     window = PromptWindow(1000, 256)
     assert window.prompt_tokens == 744 and window.fits("x " * 700) and not window.fits("x " * 729)

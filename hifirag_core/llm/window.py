@@ -32,7 +32,9 @@ REFINE_ROOM_TOKENS = 1024
 # When a provider refuses a prompt as too long without saying by how much, the retry sends this share.
 RETRY_SHARE = 0.5
 
-_PIECES = re.compile(r"[A-Za-z]+|\n|[^\sA-Za-z]")
+# a run of letters; a line break; any other visible character; a space before a digit or a mark (tokenizers
+# that split digits one by one cannot join it to them)
+_PIECES = re.compile(r"[A-Za-z]+|\n|[^\sA-Za-z]| (?=[^\sA-Za-z])")
 
 
 def estimate_tokens(text: str) -> int:
