@@ -33,6 +33,16 @@ class PermanentError(BackendError):
     """Not worth retrying: other 4xx, a malformed request, an unsupported input."""
 
 
+class ContextLengthError(PermanentError):
+    """The prompt (with the reply's tokens) is longer than the model's window: the same call fails again,
+    a shorter prompt may not. ``tokens`` and ``limit``: what the provider said it counted, when it said."""
+
+    def __init__(self, message: str, tokens: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit
+
+
 class MissingSecretError(BackendError):
     """A real backend was selected but the environment variable that holds its key is unset."""
 
@@ -53,6 +63,8 @@ def error_status(exc: BaseException) -> str:
         return "deadline_exceeded"
     if isinstance(exc, MissingSecretError):
         return "missing_secret"
+    if isinstance(exc, ContextLengthError):
+        return "context_length_exceeded"
     if isinstance(exc, CallTimeoutError):
         return "timeout"
     if isinstance(exc, TransientError) and exc.rate_limited:

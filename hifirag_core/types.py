@@ -108,6 +108,9 @@ class ChatReply:
 
     text: str | None
     call: LLMCallRecord
+    # When the provider refused the prompt as longer than the window: (tokens it counted, its window), each
+    # None when it did not say.
+    overflow: tuple[int | None, int | None] | None = None
 
 
 class ChatModel(Protocol):

@@ -21,6 +21,7 @@ from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
 from hifirag_core.llm.prompts import PIPELINE_PROMPTS, RESEARCH_PROMPTS, PromptSet
+from hifirag_core.llm.window import DEFAULT_REPLY_TOKENS, PromptWindow
 from hifirag_core.secrets import (
     REDDIT_USER_AGENT_ENV,
     SECRETS,
@@ -77,6 +78,15 @@ def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> 
         raise MissingSecretError(f"the selected backends need environment variables that are not set: {lines}")
 
 
+def prompt_window(cfg: PipelineConfig, role: Role) -> PromptWindow:
+    """The role's model's window (``models.context_tokens``) with its reply's tokens kept (``models.*_max_tokens``,
+    else ``DEFAULT_REPLY_TOKENS``)."""
+    model = cfg.models.filter if role == "filter" else cfg.models.writer
+    reply = cfg.models.filter_max_tokens if role == "filter" else cfg.models.writer_max_tokens
+    return PromptWindow(cfg.models.context_tokens.get(model, cfg.models.default_context_tokens),
+                        reply if reply is not None else DEFAULT_REPLY_TOKENS)
+
+
 def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | None = None,
                      env: Mapping[str, str] | None = None) -> ChatModel:
     """The transport for one model role: ``gemini`` or ``openai`` per ``backends.<role>_llm``."""
@@ -119,7 +129,8 @@ def build_filter_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     return LLMFilterModel(chat, prompts or _prompts(cfg), url_fallback=cfg.url_filter.fallback,
                           section_fallback=cfg.section_rank.fallback, citation_fallback=cfg.citations.fallback,
                           scorer=scorer, support=support, url_fallback_k=cfg.url_filter.max_urls,
-                          section_fallback_k=cfg.section_rank.max_sections_per_page)
+                          section_fallback_k=cfg.section_rank.max_sections_per_page,
+                          window=prompt_window(cfg, "filter"))
 
 
 def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, prompts: PromptSet | None = None,
@@ -127,7 +138,7 @@ def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     """The strong model's two passes (A.4), or Baseline Q when ``generation.prompt=raw_limit``."""
     chat = build_chat_model("writer", cfg, guards=guards, env=env)
     return LLMWriterModel(chat, prompts or _prompts(cfg), draft_prompt=cfg.generation.prompt,
-                          answerability=cfg.answerability.abstain)
+                          answerability=cfg.answerability.abstain, window=prompt_window(cfg, "writer"))
 
 
 def _prompts(cfg: PipelineConfig) -> PromptSet:

@@ -41,7 +41,7 @@ from hifirag_core.backends.http_common import (
     transport_error,
 )
 from hifirag_core.config import ModelPrice
-from hifirag_core.errors import BackendError, TransientError, error_status
+from hifirag_core.errors import BackendError, ContextLengthError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.secrets import Secret, redact
 from hifirag_core.types import ChatReply, ChatTurn
@@ -109,10 +109,10 @@ class GeminiChatModel:
              response_schema: dict | None = None) -> ChatReply:
         """One generateContent call with the whole conversation; never raises for call failures."""
         contents = [genai_types.Content(role=t.role, parts=[genai_types.Part(text=t.text)]) for t in turns]
-        response, record = self._call(contents, response_schema, stage=stage, prompt_name=prompt_name,
-                                      prompt_hash=prompt_hash)
+        response, record, overflow = self._call(contents, response_schema, stage=stage, prompt_name=prompt_name,
+                                                prompt_hash=prompt_hash)
         if response is None:
-            return ChatReply(None, record)
+            return ChatReply(None, record, overflow)
         text, record.status, record.error = _reply_text(response)
         return ChatReply(text, record)
 
@@ -125,7 +125,7 @@ class GeminiChatModel:
         """
         contents = [genai_types.Content(role="user", parts=[genai_types.Part(text=prompt)])]
         tools = [genai_types.Tool(google_search=genai_types.GoogleSearch())]
-        response, record = self._call(contents, None, stage=stage, prompt_name=prompt_name, prompt_hash=prompt_hash,
+        response, record, _ = self._call(contents, None, stage=stage, prompt_name=prompt_name, prompt_hash=prompt_hash,
                                       tools=tools, seed=seed)
         if response is None:
             return GroundedReply(None, record, None)
@@ -137,8 +137,10 @@ class GeminiChatModel:
         return GroundedReply(text, record, grounding)
 
     def _call(self, contents: list[genai_types.Content], schema: dict | None, *, stage: str, prompt_name: str,
-              prompt_hash: str, **extra: Any) -> tuple[genai_types.GenerateContentResponse | None, Any]:
-        """The response (None when the call failed) and its ``llm_calls`` record, usage filled in."""
+              prompt_hash: str, **extra: Any
+              ) -> tuple[genai_types.GenerateContentResponse | None, Any, tuple[int | None, int | None] | None]:
+        """The response (None when the call failed), its ``llm_calls`` record (usage filled in), and what the API
+        said when it refused the prompt as too long (see ``ChatReply.overflow``)."""
         record = new_call_record(role=self.role, backend=self.backend, model=self.model, stage=stage,
                                  prompt_name=prompt_name, prompt_hash=prompt_hash)
         watch = Stopwatch(self._clock)
@@ -150,10 +152,10 @@ class GeminiChatModel:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
             record.status, record.error = error_status(exc), redact(str(exc))
-            return None, record
+            return None, record, (exc.tokens, exc.limit) if isinstance(exc, ContextLengthError) else None
         record.latency_s = watch.elapsed()
         self._record_usage(record, response)
-        return response, record
+        return response, record, None
 
     def _record_usage(self, record: Any, response: genai_types.GenerateContentResponse) -> None:
         usage = response.usage_metadata

@@ -12,7 +12,13 @@ from typing import Any
 import httpx
 
 from hifirag_core.config import ModelPrice
-from hifirag_core.errors import BackendError, CallTimeoutError, PermanentError, TransientError
+from hifirag_core.errors import (
+    BackendError,
+    CallTimeoutError,
+    ContextLengthError,
+    PermanentError,
+    TransientError,
+)
 from hifirag_core.limits import parse_retry_after
 from hifirag_core.records import LLMCallRecord, utcnow
 from hifirag_core.secrets import redact
@@ -53,6 +59,47 @@ def google_error_message(body: Any, fallback: str) -> str:
         return fallback
 
 
+# What each provider says when a prompt is longer than the window (all HTTP 400):
+# OpenAI and llama-cpp-python: error.code "context_length_exceeded", "This model's maximum context length is
+# 8192 tokens. However, you requested 8476 tokens (8220 in the messages, 256 in the completion)..."
+# (OpenAI: "...your messages resulted in 8220 tokens"); vLLM: the same sentence, code 400;
+# llama.cpp's llama-server: error.type "exceed_context_size_error" with n_prompt_tokens and n_ctx;
+# Gemini: INVALID_ARGUMENT, "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."
+_OVERFLOW_TEXT = (
+    re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?(?:requested|resulted in) (?P<tokens>\d+) tokens",
+               re.DOTALL),
+    re.compile(r"input token count \((?P<tokens>\d+)\) exceeds the maximum number of tokens allowed "
+               r"\((?P<limit>\d+)\)"),
+    re.compile(r"request \((?P<tokens>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"),
+    re.compile(r"exceeds? the available context size"),
+    re.compile(r"Requested tokens \((?P<tokens>\d+)\) exceed context window of (?P<limit>\d+)"),
+)
+
+
+def context_length_error(provider: str, status: int, body: Any, message: str) -> ContextLengthError | None:
+    """The error for a provider's "prompt longer than the window" reply (None for any other reply)."""
+    if status not in (400, 413):
+        return None
+    err = body.get("error") if isinstance(body, dict) else None
+    err = err if isinstance(err, dict) else (body if isinstance(body, dict) else {})
+    text = str(err.get("message") or message)
+    tokens = err.get("n_prompt_tokens")
+    limit = err.get("n_ctx")
+    flagged = err.get("code") == "context_length_exceeded" or err.get("type") == "exceed_context_size_error"
+    for pattern in _OVERFLOW_TEXT:
+        found = pattern.search(text)
+        if found:
+            flagged = True
+            groups = found.groupdict()
+            tokens = tokens if tokens is not None else groups.get("tokens")
+            limit = limit if limit is not None else groups.get("limit")
+            break
+    if not flagged:
+        return None
+    return ContextLengthError(message, int(tokens) if tokens is not None else None,
+                              int(limit) if limit is not None else None)
+
+
 def error_for_status(provider: str, status: int, headers: Mapping[str, str] | None, body_text: str,
                      *, retryable: bool | None = None, rate_limited: bool | None = None) -> BackendError:
     """The transient or permanent error for a non-2xx response, with its Retry-After and message.
@@ -73,7 +120,7 @@ def error_for_status(provider: str, status: int, headers: Mapping[str, str] | No
             retry_after = google_retry_delay(body)
         limited = status == 429 if rate_limited is None else rate_limited
         return TransientError(message, retry_after=retry_after, rate_limited=limited)
-    err = PermanentError(message)
+    err = context_length_error(provider, status, body, message) or PermanentError(message)
     err.status_code = status  # type: ignore[attr-defined]
     return err
 

@@ -37,7 +37,13 @@ from hifirag_core.backends.http_common import (
     reply_settings,
 )
 from hifirag_core.config import ModelPrice
-from hifirag_core.errors import BackendError, CallTimeoutError, TransientError, error_status
+from hifirag_core.errors import (
+    BackendError,
+    CallTimeoutError,
+    ContextLengthError,
+    TransientError,
+    error_status,
+)
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.llm.parsing import strip_reasoning
 from hifirag_core.secrets import Secret, redact
@@ -119,7 +125,8 @@ class OpenAIChatModel:
             record.latency_s = watch.elapsed()
             record.attempts = getattr(exc, "attempts", 1)
             record.status, record.error = error_status(exc), redact(str(exc))
-            return ChatReply(None, record)
+            overflow = (exc.tokens, exc.limit) if isinstance(exc, ContextLengthError) else None
+            return ChatReply(None, record, overflow)
         record.latency_s = watch.elapsed()
         self._record_usage(record, completion)
         text, record.status, record.error = _reply_text(completion)

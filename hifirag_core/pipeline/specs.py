@@ -219,6 +219,9 @@ class StageSpec:
     # What else its output depends on, beyond the role's identity: the search index, the pinned
     # evidence, the few-shot examples.
     identity: Callable[[StageSpec, Runtime], Any] = _by_role
+    # What keys its output only for some inputs (None: nothing more for these): section ranking's window, for a
+    # question with a page whose section list must be split to fit it.
+    fit: Callable[[Question, Mapping[str, Any], Runtime], Any] | None = None
     # Hours a live result stays valid (search results, crawled pages); None: forever.
     max_age_hours: Callable[[PipelineConfig], float | None] = lambda _cfg: None
     # Replayed from another run when a run pins its evidence (``--evidence-from``); pages are replayed
@@ -255,6 +258,9 @@ class StageSpec:
         }
         if round:
             payload["round"] = round
+        extra = self.fit(question, params, rt) if self.fit is not None else None
+        if extra is not None:
+            payload["fit"] = extra
         return f"{self.name}-{stable_hash(payload, 32)}"
 
     def gather_for(self, trail: Trail, round: int) -> dict[str, Any]:
@@ -448,6 +454,8 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Rank each page's sections from heading + first 200 characters (prompt A.3).",
         role="filter", job="section_rank", io=True, retry=IO_RETRY, fallback=_page_order,
         step=lambda o, t: steps.section_rank(o, t.get("sections"), t.get("fetch")),
+        fit=lambda q, p, rt: stages.section_rank_window(q, p["decisions"], p["pages"], p["sections"], rt)
+        if {"decisions", "pages", "sections"} <= set(p) else None,
         again=lambda t, r: {"decisions": t.at("url_filter", r), "pages": t.at("fetch", r),
                             "sections": t.at("sections", r)},
     ),

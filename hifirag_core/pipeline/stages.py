@@ -424,32 +424,65 @@ def section_preview(section: SectionRecord, chars: int) -> str:
     return f"{path}: {(section.text or '')[:chars]}"
 
 
-def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
-                  rt: Runtime) -> StageOutput:
-    """Rank each page's sections; the pages are judged in parallel (one model call each, as in A.3)."""
-    cfg = rt.cfg.section_rank
+def _pages_to_rank(decisions: StageOutput, pages: StageOutput, sections: StageOutput, rt: Runtime
+                   ) -> list[tuple[PageRecord, list[SectionRecord], PageOverview, list[SectionPreview]]]:
+    """Each page with sections: its sections, its overview and the previews the ranker reads."""
+    chars = rt.cfg.section_rank.preview_chars
     snippets = {r.url: r for r in kept_urls(decisions)}
     by_url: dict[str, list[SectionRecord]] = {}
     for sec in sections.records:
         if isinstance(sec, SectionRecord) and sec.ok and sec.text:
             by_url.setdefault(sec.url, []).append(sec)
-    work = [(page, by_url[page.url]) for page in pages.records
-            if isinstance(page, PageRecord) and by_url.get(page.url)]
+    work = []
+    for page in pages.records:
+        if isinstance(page, PageRecord) and by_url.get(page.url):
+            secs = by_url[page.url]
+            hit = snippets.get(page.url)
+            overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
+            work.append((page, secs, overview,
+                         [SectionPreview(s.section_id, s.heading, section_preview(s, chars)) for s in secs]))
+    return work
+
+
+def section_rank_window(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
+                        rt: Runtime) -> str | None:
+    """The filter model's window when a page's section list does not fit it in one call, else None.
+
+    It keys section ranking only then: a question whose pages all fit keeps the key it always had (and its
+    stored rankings), while one with a page to split is ranked again under a new key (a ranking stored before
+    splitting existed may hold that page's fallback) and again whenever the window changes.
+    """
+    window = getattr(rt.filter_model, "window", None)
+    fits = getattr(rt.filter_model, "sections_fit", None)
+    if window is None or fits is None or not rt.cfg.section_rank.enabled:
+        return None
+    for _, _, overview, previews in _pages_to_rank(decisions, pages, sections, rt):
+        if not fits(question.query, overview, previews):
+            return f"{window.context_tokens}/{window.reply_tokens}"
+    return None
+
+
+def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
+                  rt: Runtime) -> StageOutput:
+    """Rank each page's sections; the pages are judged in parallel (one model call each, as in A.3, or several
+    for a page whose section list does not fit the model's window)."""
+    cfg = rt.cfg.section_rank
+    pages_to_rank = _pages_to_rank(decisions, pages, sections, rt)
+    work = [(page, secs) for page, secs, _, _ in pages_to_rank]
     capped = caps_apply(rt.cfg, "filter")  # the offline default's own caps; a model keeps what it keeps
     per_page = cfg.max_sections_per_page if capped else None
 
-    def judge(page: PageRecord, secs: list[SectionRecord]) -> tuple[list[SectionPreview], Decision[list[int]]]:
-        previews = [SectionPreview(s.section_id, s.heading, section_preview(s, cfg.preview_chars)) for s in secs]
+    def judge(overview: PageOverview, previews: list[SectionPreview]
+              ) -> tuple[list[SectionPreview], Decision[list[int]]]:
         if not cfg.enabled:
-            return previews, Decision(list(range(len(secs))), method="off")
-        hit = snippets.get(page.url)
-        overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
+            return previews, Decision(list(range(len(previews))), method="off")
         return previews, rt.filter_model.rank_sections(question.query, overview, previews,
                                                        max_sections=per_page or len(previews))
 
     # Each call carries this context (the question's deadline) into its worker thread.
     with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, judge, page, secs) for page, secs in work]
+        futures = [pool.submit(contextvars.copy_context().run, judge, overview, previews)
+                   for _, _, overview, previews in pages_to_rank]
         judged = [f.result() for f in futures]
     records: list[SectionDecisionRecord] = []
     calls: list[LLMCallRecord] = []

@@ -37,6 +37,8 @@ STAGE_STATUSES: dict[str, str] = {
     "timeout": "the call ran out of time after its retries",
     "rate_limited": "the provider refused the call for its rate limit after every retry",
     "failed": "an error that is none of the above (a refused connection, an HTTP 4xx/5xx)",
+    "context_length_exceeded": "the prompt did not fit the model's window, even after one retry with a smaller "
+                               "split or a shorter text; the fallback was applied (the error says by how much)",
     "budget_exceeded": "the run's budget was spent before the call",
     "deadline_exceeded": "the question's deadline passed",
     "missing_secret": "a key the backend needs is not set",

@@ -93,7 +93,8 @@ class GeminiFake(FakeServer):
     def __init__(self, *, api_key: str = "fake-gemini-key", thinking_tokens: Mapping[str, int] | None = None,
                  latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0,
                  rpm: int | Mapping[str, int] | None = None, fence_json_without_schema: bool = True,
-                 fresh_web: Sequence[FreshFact] = (), knowledge: Mapping[str, str] | None = None):
+                 fresh_web: Sequence[FreshFact] = (), knowledge: Mapping[str, str] | None = None,
+                 context_tokens: int | None = None):
         super().__init__(latency=0.0, rpm=None if isinstance(rpm, Mapping) else rpm)
         # Gemini's quotas are per model and project; a mapping keeps one window per model.
         self.model_rpm: dict[str, int] | None = dict(rpm) if isinstance(rpm, Mapping) else None
@@ -110,6 +111,9 @@ class GeminiFake(FakeServer):
         self.fresh_web = list(fresh_web)
         self.knowledge = dict(knowledge or {})
         self._redirects: dict[str, str] = {}
+        # a window: a longer prompt gets the API's 400 INVALID_ARGUMENT (``input_too_long``)
+        self.context_tokens = context_tokens
+        self.refused: list[int] = []
 
     def request_latency(self, request: Request) -> float:
         """Per prompt kind (``query_plan`` ...), per role (``filter``/``writer``), or a callable."""
@@ -158,6 +162,12 @@ class GeminiFake(FakeServer):
                 return Response(400, google_error(400, "INVALID_ARGUMENT", problem))
         turns = [(c.get("role", "user"), "".join(p.get("text", "") for p in c.get("parts", [])))
                  for c in body["contents"]]
+        if self.context_tokens is not None:
+            counted = sum(llm_brain.approx_tokens(t) for _, t in turns)
+            if counted > self.context_tokens:
+                with self._count_lock:
+                    self.refused.append(counted)
+                return self.input_too_long(counted, self.context_tokens).response
         answer = llm_brain.reply(turns)
         wants_json = config.get("responseMimeType") == "application/json"
         text = answer.text
@@ -281,6 +291,13 @@ class GeminiFake(FakeServer):
         """A 5xx with Google's error body."""
         status = {500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}.get(code, "INTERNAL")
         return Fault("status", Response(code, google_error(code, status, "An internal error has occurred.")))
+
+    @staticmethod
+    def input_too_long(tokens: int = 1_200_293, limit: int = 1_048_576) -> Fault:
+        """The API's refusal of a prompt longer than the model's input window (400 INVALID_ARGUMENT)."""
+        return Fault("status", Response(400, google_error(
+            400, "INVALID_ARGUMENT", f"The input token count ({tokens}) exceeds the maximum number of tokens allowed "
+                                     f"({limit}).")))
 
     @staticmethod
     def bad_request(message: str = "Invalid JSON payload received.") -> Fault:

@@ -66,14 +66,56 @@ def _strict_problem(name: str, node: dict, path: tuple[str, ...]) -> str | None:
     return None
 
 
+# How each OpenAI-compatible server refuses a prompt longer than its window (HTTP 400), as each one words it.
+OVERFLOW_FLAVORS = ("openai", "llama_cpp_python", "llama_server", "vllm")
+
+
+def context_overflow(flavor: str, prompt_tokens: int, max_tokens: int | None, window: int) -> Response | None:
+    """The 400 that server ``flavor`` sends for a prompt of ``prompt_tokens`` with ``max_tokens`` to generate in a
+    ``window``-token context, or None when it fits. llama.cpp (llama-cpp-python's server and llama-server) refuse
+    only a prompt that fills the window and shorten the reply otherwise; OpenAI and vLLM count the reply too."""
+    wanted = prompt_tokens + (max_tokens or 0)
+    if flavor in ("llama_cpp_python", "llama_server"):
+        if prompt_tokens < window:
+            return None
+    elif wanted <= window:
+        return None
+    requested = (f"This model's maximum context length is {window} tokens. However, you requested {wanted} tokens "
+                 f"({prompt_tokens} in the messages, {max_tokens or 0} in the completion). Please reduce the length "
+                 "of the messages or completion.")
+    if flavor == "openai":
+        message = requested if max_tokens else (
+            f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+            f"{prompt_tokens} tokens. Please reduce the length of the messages.")
+        return Response(400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                                        "code": "context_length_exceeded"}})
+    if flavor == "llama_cpp_python":
+        return Response(400, {"error": {"message": requested, "type": "invalid_request_error", "param": "messages",
+                                        "code": "context_length_exceeded"}})
+    if flavor == "llama_server":
+        return Response(400, {"error": {"code": 400, "message": f"request ({prompt_tokens} tokens) exceeds the "
+                                        f"available context size ({window} tokens)",
+                                        "type": "exceed_context_size_error", "n_prompt_tokens": prompt_tokens,
+                                        "n_ctx": window}})
+    if flavor == "vllm":
+        return Response(400, {"object": "error", "message": requested, "type": "BadRequestError", "param": None,
+                              "code": 400})
+    raise ValueError(f"unknown flavor {flavor!r}; known: {OVERFLOW_FLAVORS}")
+
+
 class OpenAIFake(FakeServer):
     """Answers the paper's prompts deterministically; counts calls per prompt kind."""
 
     name = "openai"
 
     def __init__(self, *, api_key: str | None = "fake-openai-key", think: bool = False,
-                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None):
+                 latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None,
+                 context_tokens: int | None = None, overflow_flavor: str = "openai"):
         super().__init__(latency=0.0, rpm=rpm)
+        # a window: longer prompts get the 400 of server ``overflow_flavor`` (see ``context_overflow``)
+        self.context_tokens = context_tokens
+        self.overflow_flavor = overflow_flavor
+        self.refused: list[int] = []  # the prompt tokens of each request refused as too long
         self.api_key = api_key
         self.think = think
         self.kind_latency = latency
@@ -115,6 +157,13 @@ class OpenAIFake(FakeServer):
                                             "param": "response_format", "code": None}})
         turns = [("model" if m.get("role") == "assistant" else "user", str(m.get("content") or ""))
                  for m in body["messages"] if m.get("role") in ("user", "assistant")]
+        prompt_tokens = sum(llm_brain.approx_tokens(t) for _, t in turns)
+        if self.context_tokens is not None:
+            refusal = context_overflow(self.overflow_flavor, prompt_tokens, body.get("max_tokens"), self.context_tokens)
+            if refusal is not None:
+                with self._count_lock:
+                    self.refused.append(prompt_tokens)
+                return refusal
         answer = llm_brain.reply(turns)
         text = answer.text
         wants_json = fmt.get("type") in ("json_schema", "json_object")
@@ -128,7 +177,6 @@ class OpenAIFake(FakeServer):
         with self._count_lock:
             self.kinds[answer.kind] += 1
             self.bodies.append(body)
-        prompt_tokens = sum(llm_brain.approx_tokens(t) for _, t in turns)
         completion_tokens = llm_brain.approx_tokens(content)
         return Response(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -146,6 +194,14 @@ class OpenAIFake(FakeServer):
         """429 with Retry-After."""
         return Fault("status", Response(429, openai_error("Rate limit reached for requests", "requests",
                                                           "rate_limit_exceeded"), {"Retry-After": str(retry_after_s)}))
+
+    @staticmethod
+    def context_length_exceeded(flavor: str = "openai", prompt_tokens: int = 8220, max_tokens: int | None = 256,
+                                window: int = 8192) -> Fault:
+        """Server ``flavor``'s refusal of a prompt longer than its window."""
+        refusal = context_overflow(flavor, max(prompt_tokens, window), max_tokens, window)
+        assert refusal is not None
+        return Fault("status", refusal)
 
     @staticmethod
     def server_error(code: int = 500) -> Fault:
