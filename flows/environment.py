@@ -159,6 +159,24 @@ class TemporaryServer:
 
 
 _NO_UI = ""  # PREFECT_UI_URL for a server that serves no UI
+# The URL of the temporary server a command started, in its environment and its children's (Dask workers)
+TEMPORARY_API_URL = "HIFIRAG_TEMPORARY_API_URL"
+
+
+def shared_api_url() -> str | None:
+    """The Prefect API server that other processes can reach too, or None.
+
+    That is the server ``PREFECT_API_URL`` or the active Prefect profile names, as any process started
+    with this environment would see it: not a temporary server, whether this command started it (its
+    URL is in ``HIFIRAG_TEMPORARY_API_URL``) or Prefect did (Prefect does not name it in the
+    environment). Two processes share rate limits and budgets only through such a server.
+    """
+    from prefect.settings import Settings
+
+    url = Settings().api.url  # the environment and the profile, without this process's temporary settings
+    if not url or url == os.environ.get(TEMPORARY_API_URL):
+        return None
+    return url
 
 
 def _use_api(url: str | None) -> None:
@@ -166,11 +184,12 @@ def _use_api(url: str | None) -> None:
     from prefect.context import refresh_global_settings_context
 
     if url:
-        os.environ["PREFECT_API_URL"] = url
+        os.environ["PREFECT_API_URL"] = os.environ[TEMPORARY_API_URL] = url
         if "PREFECT_UI_URL" not in os.environ:  # the server serves no UI: no "View at" links to it
             os.environ["PREFECT_UI_URL"] = _NO_UI
     else:
         os.environ.pop("PREFECT_API_URL", None)
+        os.environ.pop(TEMPORARY_API_URL, None)
         if os.environ.get("PREFECT_UI_URL") == _NO_UI:
             del os.environ["PREFECT_UI_URL"]
     refresh_global_settings_context()

@@ -12,7 +12,8 @@ server's global concurrency limits instead, which every worker reaches through t
   every process sees the budget spent.
 
 Limit names: ``hifirag-rpm-<provider[-model]>`` (shared by every run against that provider, as the
-provider's limit is) and ``hifirag-budget-{usd,tokens}-<run id>``.
+provider's limit is) and ``hifirag-budget-{usd,tokens}-<run id>``, or ``-<limits.budget_name>`` for a
+budget several runs share.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class PrefectLedger:
 
     def __init__(self, run_id: str, limits: LimitsConfig):
         self.limits = limits
-        self.usd_name = f"hifirag-budget-usd-{_slug(run_id)}"[:120]
-        self.tokens_name = f"hifirag-budget-tokens-{_slug(run_id)}"[:120]
+        scope = _slug(limits.budget_name or run_id)
+        self.usd_name = f"hifirag-budget-usd-{scope}"[:120]
+        self.tokens_name = f"hifirag-budget-tokens-{scope}"[:120]
         self._ready: set[str] = set()
         self._lock = threading.Lock()
 

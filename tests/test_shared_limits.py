@@ -84,3 +84,85 @@ def test_two_processes_share_one_budget(prefect_api):
     assert all(r["statuses"].get("budget_exceeded", 0) > 0 for r in shared)
     # Counted per process, each spends the whole budget.
     assert spent_local >= 2 * budget
+
+
+def _spent(root) -> dict[str, int]:
+    """A warehouse's LLM calls: how many were sent (ok) and refused for the budget, and the tokens paid."""
+    from hifirag_core.store.warehouse import Warehouse
+
+    (sent, refused, tokens), = Warehouse(root).query(
+        "SELECT count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'budget_exceeded'), "
+        "coalesce(sum(tokens_in + tokens_out) FILTER (WHERE status = 'ok'), 0) FROM llm_calls").rows
+    return {"sent": sent, "refused_for_budget": refused, "tokens": int(tokens)}
+
+
+SERVICE_AND_RUN_RPM = 30
+SERVICE_AND_RUN_BUDGET = 15_000  # tokens; the three questions of each process ask about 11,500 each
+
+
+def test_the_service_and_a_batch_run_share_one_rate_limit_and_one_budget(prefect_api, tmp_path, site_dir):
+    """``hifirag serve`` and ``hifirag run`` on the thread runner, both with PREFECT_API_URL set, against one
+    OpenAI-compatible fake (every LLM role) with a limit of 30 requests per minute and one budget of 15,000
+    tokens named ``limits.budget_name``. Counted per process, each would send its 27 calls at once and
+    spend its 11,500 tokens: 54 calls in a minute, 23,000 tokens."""
+    import threading
+    import uuid
+
+    import httpx
+
+    from hifirag_core.corpus.build import build_from_folder
+    from hifirag_core.corpus.store import corpus_at
+    from tests.service_process import hifirag_service
+    from tests.sitegen import BASE_URL, QUESTIONS, write_examples, write_questions
+
+    roots = {}
+    for name in ("service", "batch"):
+        roots[name] = tmp_path / name / "data"
+        corpus = corpus_at(roots[name], "docs")
+        build_from_folder(corpus.root, corpus.blobs, site_dir, BASE_URL)
+    examples = write_examples(tmp_path / "examples.jsonl")
+    questions = write_questions(tmp_path / "questions.jsonl")
+    rpm, budget = SERVICE_AND_RUN_RPM, SERVICE_AND_RUN_BUDGET
+    with OpenAIFake() as fake:
+        sets = [f"generation.examples={examples}", "backends.filter_llm=openai", "backends.writer_llm=openai",
+                f"models.openai_base_url={fake.base_url}/v1", "models.filter=fake-filter", "models.writer=fake-writer",
+                f"limits.provider_rpm={json.dumps({'openai': rpm})}", f"limits.budget_tokens={budget}",
+                f"limits.budget_name=service-and-nightly-{uuid.uuid4().hex[:8]}"]
+        args = [part for s in sets for part in ("--set", s)]
+        env = {"PREFECT_API_URL": prefect_api, "OPENAI_API_KEY": "fake-openai-key"}
+        with hifirag_service(roots["service"], *args, env=env) as url:
+            warmed = len(fake.requests)
+            batch = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(questions), "--data-root",
+                                      str(roots["batch"]), *args], cwd=PROJECT_ROOT, env={**os.environ, **env},
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            replies: list[int] = []
+
+            def ask(question: dict) -> None:
+                reply = httpx.post(f"{url}/evaluate", json={"query": question["query"], "iid": question["iid"]},
+                                   timeout=600)
+                replies.append(reply.status_code)
+
+            askers = [threading.Thread(target=ask, args=(q,)) for q in QUESTIONS]
+            for asker in askers:
+                asker.start()
+            out, _ = batch.communicate(timeout=900)
+            for asker in askers:
+                asker.join(timeout=900)
+        times = sorted(r.at for r in fake.requests)
+    assert batch.returncode == 0, out.decode()[-3000:]
+    assert replies == [200, 200, 200]
+    counts = {name: _spent(root) for name, root in roots.items()}
+    in_any_minute = _most_in_any_window(times, 60.0)
+    spent = sum(c["tokens"] for c in counts.values())
+    print(f"\n[service + batch run] limit {rpm} requests per minute, budget {budget} tokens "
+          f"({warmed} calls before the run)")
+    for name, c in counts.items():
+        print(f"  {name:<8} sent {c['sent']:>3} calls, refused {c['refused_for_budget']:>3} for the budget, "
+              f"{c['tokens']:>6} tokens")
+    print(f"  together: {len(times)} calls reached the provider over {times[-1] - times[0]:.0f} s, at most "
+          f"{in_any_minute} in any 60 s; {spent} tokens spent of {budget}")
+    assert all(c["sent"] > 0 for c in counts.values())
+    assert in_any_minute <= rpm
+    # One budget: spent, then refused in both processes; over it by at most the calls in flight when it ran out.
+    assert all(c["refused_for_budget"] > 0 for c in counts.values())
+    assert budget <= spent <= budget + 2 * 1_000  # a call of these questions is under 1,000 tokens
