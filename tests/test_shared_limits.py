@@ -166,3 +166,68 @@ def test_the_service_and_a_batch_run_share_one_rate_limit_and_one_budget(prefect
     # One budget: spent, then refused in both processes; over it by at most the calls in flight when it ran out.
     assert all(c["refused_for_budget"] > 0 for c in counts.values())
     assert budget <= spent <= budget + 2 * 1_000  # a call of these questions is under 1,000 tokens
+
+
+def test_with_the_server_away_paid_calls_fail_closed_and_say_why(tmp_path, caplog, monkeypatch):
+    """The server that counts the limits stops in the middle: the next paid calls are not made (retried
+    first, as a restart would be ridden out), their rows say why, and a finished call's cost is kept until
+    a server answers again. Both ways a call asks the server: its budget, and its start (rpm only)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from hifirag_core.backends.factory import build_chat_model, build_guards
+    from hifirag_core.config import build_config
+    from hifirag_core.errors import TransientError
+    from hifirag_core.types import ChatTurn
+    from tasks.limits import PrefectLedger
+
+    def ask(chat, n: int):
+        return chat.chat([ChatTurn("user", f"Say hello, call {n}.")], stage="query_plan", prompt_name="probe",
+                         prompt_hash="probe").call
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-openai-key")
+    with OpenAIFake() as fake:
+        limits = {"provider_rpm": {"openai": 600}, "retries": 1, "retry_base_delay_s": 0.1,
+                  "provider_concurrency": {"openai": 1}}
+        chats, ledgers = {}, {}
+        for name, budget in (("budget", 100_000), ("rpm only", None)):
+            cfg = build_config(overrides={
+                "backends": {"filter_llm": "openai"},
+                "models": {"openai_base_url": f"{fake.base_url}/v1", "filter": "fake-model"},
+                "limits": {**limits, "budget_tokens": budget}})
+            ledgers[name] = PrefectLedger(f"server-away-{name.replace(' ', '-')}", cfg.limits)
+            chats[name] = build_chat_model("filter", cfg, guards=build_guards(cfg, ledger=ledgers[name]))
+        with prefect_server(tmp_path / "prefect-home") as api, temporary_settings(updates={PREFECT_API_URL: api}):
+            before = {name: ask(chat, 0) for name, chat in chats.items()}
+            sent_before = len(fake.requests)
+            spent_before = ledgers["budget"].spent()
+        # the server has stopped; Prefect still points at it
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            after = {name: [ask(chat, n) for n in (1, 2)] for name, chat in chats.items()}
+            with pytest.raises(TransientError, match="does not answer"):
+                ledgers["budget"].spent()
+            with caplog.at_level("WARNING", logger="tasks.limits"):
+                ledgers["budget"].spend(0.0, 123)  # a call that finished as the server went: no error, kept
+        sent_after = len(fake.requests) - sent_before
+        # a server answers again (here a new one, its database empty): the limits are made again, the kept
+        # cost is added with the next
+        with prefect_server(tmp_path / "prefect-home-2") as api2, temporary_settings(updates={PREFECT_API_URL: api2}):
+            ledgers["budget"].spend(0.0, 7)
+            spent_again = ledgers["budget"].spent()
+            again = ask(chats["rpm only"], 3)
+    print(f"\n[server away] before it stopped: {({n: c.status for n, c in before.items()})}, "
+          f"{spent_before[1]} tokens counted")
+    for name, calls in after.items():
+        print(f"  after, {name}: {[c.status for c in calls]} in {[c.attempts for c in calls]} attempts, "
+              f"{[round(c.latency_s, 1) for c in calls]} s each")
+    print(f"  requests that reached the provider while it was away: {sent_after}")
+    print(f"  row error: {after['rpm only'][0].error}")
+    print(f"  warning: {caplog.records[-1].getMessage()}")
+    print(f"  a new server: budget counter {spent_again[1]} tokens, a call with rpm only: {again.status}")
+    assert all(c.status == "ok" for c in before.values()) and spent_before[1] > 0
+    for calls in after.values():
+        assert all(c.status != "ok" and "does not answer" in c.error and "not made" in c.error for c in calls)
+        assert all(c.attempts == 2 for c in calls)  # retried once, as limits.retries says
+    assert sent_after == 0
+    assert "is added when the server answers" in caplog.records[-1].getMessage()
+    assert spent_again == (0.0, 123 + 7)
+    assert again.status == "ok"
