@@ -24,6 +24,7 @@ import pytest
 
 from tests import PROJECT_ROOT
 from tests.service_process import free_port
+from tests.sitegen import QUESTIONS, write_questions
 
 pytestmark = pytest.mark.slow
 
@@ -163,11 +164,18 @@ def test_sigterm_to_serve_in_the_middle_of_a_request_leaves_no_process(tmp_path,
     assert proc.returncode == 128 + signal.SIGTERM  # it ended by our handler, its exit handlers run
 
 
-def test_sigkill_to_a_dask_run_in_the_middle_leaves_no_process(tmp_path, data_root, questions_file, examples_file):
+@pytest.mark.parametrize("sig,runner", [(signal.SIGKILL, "dask"), (signal.SIGINT, "threads")],
+                         ids=["sigkill-dask", "sigint-threads"])
+def test_a_run_stopped_in_the_middle_leaves_no_process(tmp_path, data_root, examples_file, sig,
+                                                       runner):
     mark = uuid.uuid4().hex
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(questions_file), "--data-root", str(data_root),
-           "--set", f"generation.examples={examples_file}", "--runner", "dask", "--dask-workers", "2"]
+    # 30 questions one at a time: the offline pipeline answers the test site's three in under a second
+    many = write_questions(tmp_path / "many.jsonl", [{**q, "iid": f"{q['iid']}-{n}"} for n in range(10)
+                                                     for q in QUESTIONS])
+    cmd = [sys.executable, "-m", "flows.cli", "run", str(many), "--data-root", str(data_root),
+           "--set", f"generation.examples={examples_file}", "--set", "limits.concurrency=1",
+           "--runner", runner, "--dask-workers", "2"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=_env(tmp_path, mark), stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -179,14 +187,16 @@ def test_sigkill_to_a_dask_run_in_the_middle_leaves_no_process(tmp_path, data_ro
             time.sleep(0.5)
         seen = _describe(_marked(mark))
         roles = list(seen.values())
-        assert "prefect server" in roles and roles.count("dask worker") >= 2, seen
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+        assert "prefect server" in roles and roles.count("dask worker") >= (2 if runner == "dask" else 0), seen
+        os.kill(proc.pid, sig)  # the command alone (Ctrl-C in a shell signals its whole group)
+        proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    survivors = _orphan_check("SIGKILL to hifirag run --runner dask mid-run", proc.pid, seen, mark)
+    label = f"{signal.Signals(sig).name} to hifirag run --runner {runner} mid-run (exit code {proc.returncode})"
+    survivors = _orphan_check(label, proc.pid, seen, mark)
+    assert proc.returncode != 0 and "[30/30]" not in log.read_text(errors="replace")  # stopped mid-run
     _kill(survivors)
     assert survivors == []
 
