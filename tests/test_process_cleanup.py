@@ -229,3 +229,30 @@ def test_a_server_whose_graceful_stop_hangs_is_ended_after_its_grace(tmp_path):
     survivors = _orphan_check("SIGKILL to the parent of a server that ignores SIGTERM", middle.pid, seen, mark)
     _kill(survivors)
     assert survivors == []
+
+
+def test_sigterm_to_the_deployments_serve_script_leaves_no_process(tmp_path):
+    """``deployments/serve.py`` without PREFECT_API_URL: its temporary server ends with it."""
+    mark = uuid.uuid4().hex
+    log = tmp_path / "deployments.log"
+    env = {**_env(tmp_path, mark), "HIFIRAG_DATA_ROOT": str(tmp_path / "data")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(PROJECT_ROOT / "deployments" / "serve.py")], cwd=PROJECT_ROOT,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while "deployments are being served" not in log.read_text(errors="replace").replace("\n", " "):
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the deployments were not served"
+            time.sleep(0.5)
+        seen = _describe(_marked(mark))
+        assert "prefect server" in seen.values(), seen
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    survivors = _orphan_check(f"SIGTERM to deployments/serve.py (exit code {proc.returncode})", proc.pid, seen, mark)
+    _kill(survivors)
+    assert survivors == []
