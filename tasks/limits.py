@@ -14,7 +14,7 @@ server's global concurrency limits instead, which every worker reaches through t
 When the server does not answer (stopped, restarting, unreachable), the ledger fails closed: a paid
 call whose start or budget cannot be counted is not made. The ledger raises :class:`TransientError`,
 so the call's retries (``limits.retries``, with backoff, within the question's deadline) ride out a
-restart; past them the call ends with status ``error`` saying why, and its stage falls back as it does
+restart; past them the call ends with status ``failed`` saying why, and its stage falls back as it does
 when a provider is down. Spending and rate limits are never counted in this process alone instead:
 N processes doing so would spend N budgets. A finished call's cost that cannot be added is kept and
 added with the next one that can, and a warning says so; the call's reply is kept (it was paid for).
