@@ -71,10 +71,15 @@ def deployments() -> list:
 
 
 def main() -> None:
-    configure(data_root())
-    from prefect import serve
+    from flows.environment import exit_on_sigterm, server_starting
 
-    serve(*deployments())
+    configure(data_root())
+    exit_on_sigterm()
+    with server_starting():  # without PREFECT_API_URL: a temporary server that ends with this script
+        from prefect import serve
+
+        served = deployments()
+    serve(*served)
 
 
 if __name__ == "__main__":

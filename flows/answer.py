@@ -23,6 +23,7 @@ from prefect.task_runners import TaskRunner
 from prefect.transactions import CommitMode, transaction
 from prefect.utilities.annotations import quote
 
+from flows.environment import shared_api_url
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.config import uses_real_backends
 from hifirag_core.corpus.build import ensure_corpus
@@ -170,7 +171,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
     warehouse = Warehouse(plan.data_root)
     started_at = time.monotonic()
     run_row = start_run(warehouse, plan)
-    ctx = plan.context(shared_limits=choice.shares_limits)
+    ctx = plan.context(shared_limits=choice.shares_limits or shared_api_url() is not None)
     questions = list(plan.questions.questions)
     for note in (plan.note, plan.questions.note):
         if note:

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -70,6 +71,22 @@ def stage_cache_at(data_root: Path) -> Iterator[None]:
 
     with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: results_path(data_root)}):
         yield
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (a supervisor, ``kill``) end this process as Ctrl-C does: by an exception, so that
+    context managers and exit handlers run (Prefect records the flow run as crashed, a Dask cluster
+    closes, the temporary server stops at once). Python's default would end it on the spot; the
+    processes it started would still end, as each watches its parent, but nothing would be recorded."""
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+class ServerStartError(RuntimeError):
+    """Prefect's temporary server did not come up, so the command cannot run its flow."""
 
 
 class TemporaryServer:
@@ -142,6 +159,24 @@ class TemporaryServer:
 
 
 _NO_UI = ""  # PREFECT_UI_URL for a server that serves no UI
+# The URL of the temporary server a command started, in its environment and its children's (Dask workers)
+TEMPORARY_API_URL = "HIFIRAG_TEMPORARY_API_URL"
+
+
+def shared_api_url() -> str | None:
+    """The Prefect API server that other processes can reach too, or None.
+
+    That is the server ``PREFECT_API_URL`` or the active Prefect profile names, as any process started
+    with this environment would see it: not a temporary server, whether this command started it (its
+    URL is in ``HIFIRAG_TEMPORARY_API_URL``) or Prefect did (Prefect does not name it in the
+    environment). Two processes share rate limits and budgets only through such a server.
+    """
+    from prefect.settings import Settings
+
+    url = Settings().api.url  # the environment and the profile, without this process's temporary settings
+    if not url or url == os.environ.get(TEMPORARY_API_URL):
+        return None
+    return url
 
 
 def _use_api(url: str | None) -> None:
@@ -149,11 +184,12 @@ def _use_api(url: str | None) -> None:
     from prefect.context import refresh_global_settings_context
 
     if url:
-        os.environ["PREFECT_API_URL"] = url
+        os.environ["PREFECT_API_URL"] = os.environ[TEMPORARY_API_URL] = url
         if "PREFECT_UI_URL" not in os.environ:  # the server serves no UI: no "View at" links to it
             os.environ["PREFECT_UI_URL"] = _NO_UI
     else:
         os.environ.pop("PREFECT_API_URL", None)
+        os.environ.pop(TEMPORARY_API_URL, None)
         if os.environ.get("PREFECT_UI_URL") == _NO_UI:
             del os.environ["PREFECT_UI_URL"]
     refresh_global_settings_context()
@@ -175,8 +211,10 @@ def server_starting() -> Iterator[None]:
 
     A run without ``PREFECT_API_URL`` needs a temporary server (5-8 s to start on two cores, 9 s more
     when it creates its database) before its flow can begin; work that needs no Prefect, such as
-    importing the flow or building the corpus, runs meanwhile. Should it not come up, Prefect is left
-    to start one itself when the flow begins, and reports why if that fails too.
+    importing the flow or building the corpus, runs meanwhile. Should it not come up, the command
+    fails (``ServerStartError``) rather than leave Prefect to start a server of its own when the flow
+    begins: that one is stopped only by this process's exit handlers, which neither SIGKILL nor an
+    unhandled SIGTERM runs, so it would outlive the command.
     """
     server = temporary_server()
     try:
@@ -190,7 +228,8 @@ def server_starting() -> Iterator[None]:
         try:
             server.wait()
         except RuntimeError as exc:
-            logging.getLogger(__name__).warning("%s; Prefect will start one itself", exc)
+            raise ServerStartError(f"{exc}; `prefect server start` shows why, or set PREFECT_API_URL "
+                                   "to use a running server") from None
 
 
 def make_server_database() -> Path | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.answer import answer_question
-from flows.environment import stage_cache_at
+from flows.environment import shared_api_url, stage_cache_at
 from hifirag_core.pipeline.plan import RunPlan
 from hifirag_core.pipeline.specs import QuestionResult
 from hifirag_core.questions import Question
@@ -19,15 +19,21 @@ from tasks.stages import resolve
 
 
 class PrefectAnswerer:
-    """Questions through ``answer_question`` (threads of this process), each stage a cached Prefect task."""
+    """Questions through ``answer_question`` (threads of this process), each stage a cached Prefect task.
+
+    With a Prefect API server that other processes reach too (``PREFECT_API_URL``), the service's rate
+    limits and budget are counted on it (``tasks.limits.PrefectLedger``), together with every batch run
+    and other service using that server; with its own temporary server, in this process.
+    """
 
     def __init__(self, data_root: Path):
         self.data_root = data_root
+        self.shared_limits = shared_api_url() is not None
 
     def warm_up(self, plan: RunPlan) -> None:
         from prefect import get_client
 
-        resolve(plan.context()).embedder.load()
+        resolve(self._context(plan)).embedder.load()
         with get_client(sync_client=True) as client:
             problem = client.api_healthcheck()
         if problem is not None:
@@ -36,7 +42,10 @@ class PrefectAnswerer:
 
     def answer(self, question: Question, plan: RunPlan, observer: StageObserver) -> QuestionResult:
         with stage_cache_at(self.data_root):
-            return answer_question(question=question, ctx=plan.context(), observer=observer)
+            return answer_question(question=question, ctx=self._context(plan), observer=observer)
+
+    def _context(self, plan: RunPlan):
+        return plan.context(shared_limits=self.shared_limits)
 
 
 def build_service(settings: ServiceSettings) -> Service:

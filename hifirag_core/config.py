@@ -358,6 +358,9 @@ class LimitsConfig(Section):
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # With a Prefect API server set, the budget is counted there under this name: processes that give the
+    # same name (the service and a nightly run, say) share one budget. None: each run its own (its run id).
+    budget_name: str | None = None
     provider_concurrency: dict[str, int] = DEFAULT_PROVIDER_CONCURRENCY
     provider_rpm: dict[str, float] = DEFAULT_PROVIDER_RPM
     call_cost_usd: dict[str, float] = DEFAULT_CALL_COST_USD

@@ -9,8 +9,9 @@ Questions run in threads, so one :class:`RunGuards` per run is shared by every a
   5xx, timeouts, dropped connections), honouring the server's ``Retry-After``; anything else is
   raised at once;
 * a :class:`Budget` in dollars and/or tokens: once spent, :meth:`Budget.check` raises
-  :class:`BudgetExceededError` before a new paid call starts. Calls already in flight finish and
-  are charged, so the total can end slightly above the limit;
+  :class:`BudgetExceededError` before a new paid call starts (checked before the call waits for its
+  rate-limit slot and again once it has one). Calls already sent finish and are charged, so the
+  total can end slightly above the limit;
 * a :class:`Deadline` per question, carried in a context variable so that adapters shorten their
   timeouts and stop retrying when the question's time is up.
 
@@ -321,6 +322,10 @@ class ProviderGuard:
                 if paid and self.budget is not None:
                     self.budget.check()
                 with self.limiter.slot(deadline):
+                    if paid and self.budget is not None:
+                        # again: the wait for a slot can be long, and other calls (other processes' too)
+                        # may have spent the budget meanwhile
+                        self.budget.check()
                     call_timeout = deadline.cap(timeout) if deadline else timeout
                     return fn(call_timeout), attempt
             except TransientError as exc:

@@ -11,7 +11,7 @@ import inspect
 
 import typer
 
-from flows.cli import corpus, evaluate, experiments, run, serve, setup, warehouse
+from flows.cli import common, corpus, evaluate, experiments, run, serve, setup, warehouse
 
 app = typer.Typer(
     help="HiFi-RAG: hierarchical filtering and two-pass generation as a Prefect batch pipeline, "
@@ -53,4 +53,11 @@ app.add_typer(testset_app, name="testset")
 
 
 def main() -> None:
-    app()
+    from flows.environment import ServerStartError, exit_on_sigterm
+
+    exit_on_sigterm()
+    try:
+        app()
+    except ServerStartError as exc:
+        common.err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        raise SystemExit(1) from None

@@ -49,11 +49,14 @@ def serve(
                                    max_body_bytes=max_body)
     except ValidationError as exc:
         fail(ConfigError("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())))
-    from flows.service import build_service
-    from hifirag_core.serving.app import serve as run_service
+    from flows.environment import server_starting
 
-    try:
-        service = build_service(settings)
-    except EXPECTED as exc:
-        fail(exc)
+    with server_starting():  # the service's own temporary Prefect server (unless PREFECT_API_URL names one)
+        from flows.service import build_service
+        from hifirag_core.serving.app import serve as run_service
+
+        try:
+            service = build_service(settings)
+        except EXPECTED as exc:
+            fail(exc)
     run_service(service, host, port)
