@@ -50,7 +50,7 @@ def _most_in_any_window(times: list[float], window: float) -> int:
 
 def test_two_processes_share_one_requests_per_minute_limit(prefect_api):
     rpm = 60.0
-    burst, decay = bucket(rpm)  # 6 at once, then 0.9 a second: never more than 60 in any minute
+    burst, decay = bucket(rpm)  # 6 at once, then 0.8 a second: never more than 54 in any minute
     with OpenAIFake() as fake:
         _workers(prefect_api, f"{fake.base_url}/v1", "shared-rpm", "--rpm", str(rpm), calls=8)
         times = [r.at for r in fake.requests]
