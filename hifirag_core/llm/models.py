@@ -445,17 +445,13 @@ class LLMFilterModel:
     def _reply_tokens(self) -> int:
         return self.window.reply_tokens if self.window is not None else 0
 
-    def _fitted(self, prompt: Callable[[int], str], n: int, what: str) -> tuple[int, str | None]:
-        """How many of ``n`` items (the first ones) a prompt can carry, and the note that says what was left out."""
-        return fitted_count(self.window, prompt, n, what)
-
     def check_sufficiency(self, question: str, sections: list[SourceSection]) -> Decision[Sufficiency]:
         """Ours: which parts of the question the kept sections (headings and leads) answer; an unusable
         reply falls back to the offline lexical check, and the method says so."""
         if not sections:
             return Decision(Sufficiency("not_found", (), (question,)), method="llm")
         # the kept sections in page order then rank: the last ones are left out when the list does not fit
-        sent, note = self._fitted(lambda n: self.prompts["sufficiency"].render(
+        sent, note = fitted_count(self.window, lambda n: self.prompts["sufficiency"].render(
             question=question, web_content=render_kept_sections(sections[:n])), len(sections), "kept sections")
         reply = self._ask("sufficiency", _SUFFICIENCY_SCHEMA, question=question,
                           web_content=render_kept_sections(sections[:sent]))
@@ -511,15 +507,17 @@ class LLMFilterModel:
         if not sources or not claims:
             return Decision([], method="llm")
         said = strip_markers(answer).strip()
-        sent, note = fit_sources(self.window, lambda docs: [self.prompts["citations"].render(
-            answer=said, web_content=render_sources(docs))], sources)
+
+        def turns(docs: list[SourceDoc]) -> list[str]:
+            return [self.prompts["citations"].render(answer=said, web_content=render_sources(docs))]
+
+        sent, note = fit_sources(self.window, turns, sources)
         reply = self._ask("citations", object_schema("sources", "integer"), answer=said,
                           web_content=render_sources(sent))
         calls = [reply.call]
         if reply.overflow is not None and self.window is not None:
             share = retry_share(*reply.overflow, self._reply_tokens())
-            sent, note = fit_sources(self.window, lambda docs: [self.prompts["citations"].render(
-                answer=said, web_content=render_sources(docs))], sent, share=share, refused=reply.call.error)
+            sent, note = fit_sources(self.window, turns, sent, share=share, refused=reply.call.error)
             reply = self._ask("citations", object_schema("sources", "integer"), answer=said,
                               web_content=render_sources(sent))
             calls.append(reply.call)
