@@ -229,14 +229,18 @@ def joined_response(chunks: list[genai_types.GenerateContentResponse]) -> genai_
     """A stream's chunks as the one response ``generateContent`` would have sent: the parts in order, the last
     ``finishReason`` and ``usageMetadata``, the prompt's feedback.
 
-    A stream that ended with neither a ``finishReason`` nor a blocked prompt was cut short (the server or a
-    proxy closed it cleanly mid-reply): a transient error, so half an answer is never taken for a whole one.
+    A stream that ended without a chunk, or with candidates but no ``finishReason``, was cut short (the server
+    or a proxy closed it cleanly mid-reply): a transient error, so half an answer is never taken for a whole
+    one. Chunks without candidates (a blocked prompt, an empty reply) make the reply ``generateContent``
+    would have sent, with its status.
     """
+    if not chunks:
+        raise TransientError("gemini: the stream ended before its first chunk")
     feedback = next((c.prompt_feedback for c in chunks if c.prompt_feedback is not None
                      and c.prompt_feedback.block_reason is not None), None)
     candidates = [c.candidates[0] for c in chunks if c.candidates]
     finish = next((c.finish_reason for c in reversed(candidates) if c.finish_reason is not None), None)
-    if feedback is None and finish is None:
+    if candidates and finish is None and feedback is None:
         raise TransientError(f"gemini: the stream ended without a finishReason after {len(chunks)} chunks")
     usage = next((c.usage_metadata for c in reversed(chunks) if c.usage_metadata is not None), None)
     parts = [p for c in candidates if c.content and c.content.parts for p in c.content.parts]
