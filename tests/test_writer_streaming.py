@@ -167,3 +167,50 @@ def test_only_the_writers_draft_and_refinement_are_streamed(make_guards) -> None
         plan = filt.plan_queries(Q, max_queries=2)
         assert plan.status == "ok" and not filt.chat.stream
         assert fake.streamed.total() == 0 and fake.requests[-1].path.endswith(":generateContent")
+
+
+def test_a_growing_step_is_replaced_in_place_and_then_by_the_finished_stage() -> None:
+    from hifirag_core.serving.contract import STEP_SEPARATOR, Transcript, check_messages
+    from hifirag_core.serving.report import writing_step
+
+    transcript = Transcript()
+    messages = [transcript.thinking("**Question received**"),
+                transcript.writing(writing_step("draft", "Use the")),
+                transcript.writing(writing_step("draft", "Use the --max-rate option.")),
+                transcript.thinking("**Draft**: 4 words from 1 source."),
+                transcript.writing(writing_step("refine", "Use")),
+                transcript.thinking("**Refined**: 4 words."),
+                transcript.complete("Use the --max-rate option. [1]", ["https://a.example/"])]
+    steps = [m.intermediate_steps.split(STEP_SEPARATOR) for m in messages]
+    assert [len(s) for s in steps] == [1, 2, 2, 2, 3, 3, 3]
+    assert steps[2][1] == "**Draft** (writing): 4 words so far.\n\nUse the --max-rate option.\n"
+    assert steps[-1] == ["**Question received**\n", "**Draft**: 4 words from 1 source.\n", "**Refined**: 4 words.\n"]
+    assert check_messages([m.to_dict() for m in messages]) == []
+
+
+def test_the_service_hands_the_stream_the_writers_text_at_most_every_quarter_second() -> None:
+    import asyncio
+
+    from hifirag_core.serving.service import WRITING_EVERY_S, Ticket
+
+    loop = asyncio.new_event_loop()
+    try:
+        ticket = Ticket(None, "/run", "token", None, loop, deadline_at=0.0)  # type: ignore[arg-type]
+        for text in ("Use", "Use the", "Use the --max-rate"):  # far less than 0.25 s apart
+            ticket.writing("draft", text)
+        ticket.wrote_at -= WRITING_EVERY_S  # as if a quarter second had passed
+        ticket.writing("draft", "Use the --max-rate option.")
+        loop.run_until_complete(asyncio.sleep(0))
+        sent = [ticket.events.get_nowait() for _ in range(ticket.events.qsize())]
+    finally:
+        loop.close()
+    assert sent == [("writing", ("draft", "Use")), ("writing", ("draft", "Use the --max-rate option."))]
+
+
+def test_a_listener_that_raises_never_breaks_the_call(make_guards) -> None:
+    def broken(_stage: str, _text: str) -> None:
+        raise RuntimeError("the client went away")
+
+    with OpenAIFake() as fake, listening(broken):
+        draft = openai_writer(fake, make_guards, stream=True).draft(Q, SOURCES, max_words=120)
+    assert draft.status == "ok" and draft.calls[0].attempts == 1 and draft.value.last_reply
