@@ -40,16 +40,19 @@ def listening(listener: Listener) -> Iterator[None]:
 def progress(stage: str) -> Callable[[str], None]:
     """What a streaming call reports its text so far to: the context's listener, or nothing.
 
-    A listener that raises never breaks the call: the reply matters more than showing it.
+    A listener that raises never breaks the call: the reply matters more than showing it. It is logged once
+    and not called again during that call.
     """
     listener = _listener.get()
 
     def report(text: str) -> None:
+        nonlocal listener
         if listener is None:
             return
         try:
             listener(stage, text)
         except Exception:
-            log.exception("the listener of stage %s failed; the reply goes on", stage)
+            log.exception("the listener of stage %s failed; the reply goes on without it", stage)
+            listener = None
 
     return report
