@@ -366,6 +366,9 @@ class LimitsConfig(Section):
     call_cost_usd: dict[str, float] = DEFAULT_CALL_COST_USD
     # every call has a timeout; the question's deadline shortens it further
     llm_timeout_s: float = 180.0  # 2.5 Pro thinks before it writes
+    # The writer's draft and refinement are asked for as streams, so a service shows the draft as it grows;
+    # only whole replies are stored, with the same cache keys either way (hifirag_core.llm.streaming).
+    stream_writer: bool = True
     search_timeout_s: float = 30.0
     scrape_timeout_s: float = 90.0  # Scrapingdog renders JavaScript pages on request
     reddit_timeout_s: float = 30.0

@@ -92,6 +92,17 @@ def answer_pieces(text: str, limit: int = 24) -> list[str]:
     return list(dict.fromkeys(text[:e].rstrip() for e in ends))
 
 
+# the writer's passes while they are written (hifirag_core.llm.streaming), as /run shows them
+_WRITING = {"draft": "Draft", "refine": "Refining"}
+
+
+def writing_step(stage: str, text: str) -> str:
+    """The step of a pass still being written: its name, how far it is, and the text so far."""
+    name = _WRITING.get(stage, stage.capitalize())
+    words = len(text.split())
+    return f"**{name}** (writing): {words} word{'s' if words != 1 else ''} so far.\n\n{text.strip()}"
+
+
 def stage_step(output: StageOutput, outputs: Mapping[str, StageOutput]) -> str | None:
     """The Markdown a client is shown when ``output``'s stage finishes (None: nothing worth showing).
 
