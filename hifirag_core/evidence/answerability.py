@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 
+from hifirag_core.evidence.sufficiency import question_parts
 from hifirag_core.retrieval.scoring import tokenize
 from hifirag_core.text import is_block, prose_units, question_keywords
 from hifirag_core.types import SourceDoc
@@ -48,18 +49,22 @@ LEAD_CHARS = 200  # a section's lead, as the section ranker previews it
 
 @dataclass(frozen=True)
 class Calibration:
-    """A logistic model of P(the evidence answers the question) over the three signals."""
+    """A logistic model of P(the evidence answers the question) over the signals (a weight of 0 leaves one out)."""
 
     intercept: float
     section: float
     sentence: float
     coverage: float
     note: str
+    part_coverage: float = 0.0
+    part_sentence: float = 0.0
 
     def probability(self, signals: EvidenceSignals) -> float:
-        z = (self.intercept + self.section * signals.section + self.sentence * signals.sentence
-             + self.coverage * signals.coverage)
+        z = self.intercept + sum(getattr(self, name) * getattr(signals, name) for name in SIGNALS)
         return 1.0 / (1.0 + math.exp(-z))
+
+
+SIGNALS = ("section", "sentence", "coverage", "part_coverage", "part_sentence")
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,13 @@ class EvidenceSignals:
     section: float
     sentence: float
     coverage: float
+    # the question's weakest part (``sufficiency.question_parts``): its keyword coverage and best sentence
+    part_coverage: float = 0.0
+    part_sentence: float = 0.0
 
     def describe(self) -> str:
-        return f"section {self.section:.2f}, sentence {self.sentence:.2f}, coverage {self.coverage:.2f}"
+        return (f"section {self.section:.2f}, sentence {self.sentence:.2f}, coverage {self.coverage:.2f}, "
+                f"weakest part: coverage {self.part_coverage:.2f}, sentence {self.part_sentence:.2f}")
 
 
 @dataclass(frozen=True)
@@ -102,8 +111,17 @@ def question_terms(question: str) -> set[str]:
     return set(tokenize([" ".join(keywords)])[0]) if keywords else set()
 
 
+def _coverage(terms: set[str], found: list[set[str]]) -> float:
+    """The largest share of ``terms`` one section's words hold."""
+    return max((len(terms & f) / len(terms) for f in found), default=0.0) if terms else 0.0
+
+
 def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Similarity) -> EvidenceSignals:
-    """The three signals over the kept sections of ``sources`` (all zero without evidence)."""
+    """The signals over the kept sections of ``sources`` (all zero without evidence).
+
+    The part signals read each part of the question (``sufficiency.question_parts``: "How do I X, and what
+    is Y?" has two) and keep the weakest part's: an answer that covers one part well and the other not at
+    all is not an answer, whatever the whole question's coverage says."""
     sections = [section for source in sources for section in source.sections]
     if not sections:
         return EvidenceSignals(0.0, 0.0, 0.0)
@@ -112,13 +130,16 @@ def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Si
                                    for part in unit if not is_block(part)))
     section_sim = float(np.max(similarity(question, leads)))
     sentence_sim = float(np.max(similarity(question, sentences))) if sentences else 0.0
-    terms = question_terms(question)
-    coverage = 0.0
-    if terms:
-        for s in sections:
-            found = set(tokenize([" ".join(s.heading_path) + "\n" + s.text])[0])
-            coverage = max(coverage, len(terms & found) / len(terms))
-    return EvidenceSignals(round(section_sim, 4), round(sentence_sim, 4), round(coverage, 4))
+    found = [set(tokenize([" ".join(s.heading_path) + "\n" + s.text])[0]) for s in sections]
+    coverage = _coverage(question_terms(question), found)
+    parts = question_parts(question)
+    if len(parts) > 1:
+        part_coverage = min(_coverage(question_terms(p), found) for p in parts)
+        part_sentence = min(float(np.max(similarity(p, sentences))) for p in parts) if sentences else 0.0
+    else:
+        part_coverage, part_sentence = coverage, sentence_sim
+    return EvidenceSignals(round(section_sim, 4), round(sentence_sim, 4), round(coverage, 4),
+                           round(part_coverage, 4), round(part_sentence, 4))
 
 
 def verdict_for(score: float, threshold: float, partial_below: float) -> Verdict:
