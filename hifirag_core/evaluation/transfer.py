@@ -50,6 +50,7 @@ class Labelled:
     answerable: bool
     signals: dict[str, float]
     gold_cited: bool
+    verdict: str | None = None  # the run's own decision (a model writer's, with one)
 
     def x(self, features: tuple[str, ...] = FEATURES) -> list[float]:
         return [float(self.signals.get(f, 0.0)) for f in features]
@@ -70,12 +71,13 @@ def load_run(warehouse: Warehouse, run_id: str) -> list[Labelled]:
         """SELECT q.question_id, json_extract_string(q.meta_json, '$.corpus'), json_extract_string(q.meta_json, '$.half'),
                   json_extract_string(q.meta_json, '$.origin'),
                   TRY_CAST(json_extract(q.meta_json, '$.answerable') AS BOOLEAN), a.answerability_signals,
-                  coalesce(f.gold_section_kept AND f.cited, false)
+                  coalesce(f.gold_section_kept AND f.cited, false), a.answerability
            FROM questions q JOIN answers a USING (run_id, question_id)
            LEFT JOIN evidence_funnel f USING (run_id, question_id)
            WHERE q.run_id = ? ORDER BY q.question_id""", [run_id]).rows
-    return [Labelled(qid, corpus, half, origin, bool(answerable), json.loads(signals), bool(cited))
-            for qid, corpus, half, origin, answerable, signals, cited in rows if signals and answerable is not None]
+    return [Labelled(qid, corpus, half, origin, bool(answerable), json.loads(signals), bool(cited), verdict)
+            for qid, corpus, half, origin, answerable, signals, cited, verdict in rows
+            if signals and answerable is not None]
 
 
 # --- the fit ----------------------------------------------------------------------------------------
@@ -167,7 +169,17 @@ def crag_point(q: Labelled, abstains: bool) -> int:
 
 
 def measure(calibration: Calibration, threshold: float, data: list[Labelled]) -> Measure:
-    abstains = _scores(calibration, data) < threshold
+    """The measures if the answer abstained below ``threshold`` of ``calibration``'s score."""
+    return _measure(data, _scores(calibration, data) < threshold)
+
+
+def measure_verdicts(data: list[Labelled]) -> Measure:
+    """The measures if the answer abstained where the run decided ``not_found`` (a model writer's own
+    verdict, or the shipped calibration's)."""
+    return _measure(data, np.array([q.verdict == "not_found" for q in data], dtype=bool))
+
+
+def _measure(data: list[Labelled], abstains: np.ndarray) -> Measure:
     un = [a for q, a in zip(data, abstains, strict=True) if not q.answerable]
     ans = [not a for q, a in zip(data, abstains, strict=True) if q.answerable]
     crag = float(np.mean([crag_point(q, a) for q, a in zip(data, abstains, strict=True)])) if data else float("nan")
