@@ -17,9 +17,8 @@ Steps (each one the same every time, so two runs write the same bytes):
    - answerable: the next ``--answerable`` groups none of whose pages left, one question each;
    - MMU-RAGent questions whose reference a health page carries (same test) are dropped: the set
      says the health corpus does not answer them;
-3. **the runs**: ``hifirag eval`` of ``transfer-docs`` and ``transfer-health`` with ``final_judged`` (it
-   answers every question and stores the decision's signals; stages are cached, so a second run costs
-   little);
+3. **the runs**: ``hifirag run`` of each corpus's questions with ``final_judged`` (it answers every
+   question and stores the decision's signals; stages are cached, so a second run costs little);
 4. **the fit and the table** (``hifirag_core.evaluation.transfer``): leave one corpus out (fit on one
    corpus's tune half, measure on the other's report half), both ways, and the shipped fit on both tune
    halves, written to ``--out`` (Markdown) and printed.
@@ -30,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,12 +154,19 @@ def select(root: Path, args: argparse.Namespace) -> dict:
             "threshold": args.threshold, "max_carrying": args.max_carrying}
 
 
-def run_eval(root: Path, dataset: str, variant: str) -> None:
-    """``hifirag eval`` of one dataset (its runs are what the fit reads)."""
-    command = [sys.executable, "-m", "flows.cli", "eval", "--dataset", dataset, "--variants", variant,
-               "--data-root", str(root)]
-    print("$ " + " ".join(command[1:]), file=sys.stderr)
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+def run_set(root: Path, corpus: str, variant: str) -> None:
+    """``hifirag run`` of one corpus's questions (the run the fit reads; no scoring needed)."""
+    built = transfer_set.build_transfer_set()
+    questions = built.write(transfer_set.dataset_file(root, corpus), corpus)  # type: ignore[arg-type]
+    overrides = [f"corpus.exclude={json.dumps(list(built.exclude[corpus]))}"]
+    if corpus == "health":
+        overrides.append(f"corpus.name={transfer_set.HEALTH_CORPUS}")
+    command = [sys.executable, "-m", "flows.cli", "run", str(questions), "--variant", variant, "--data-root", str(root)]
+    for override in overrides:
+        command += ["--set", override]
+    print(f"$ hifirag run {questions} --variant {variant} (+ the corpus overrides)", file=sys.stderr)
+    env = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", **os.environ}  # a busy machine starts slowly
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 def main() -> None:
@@ -183,7 +190,7 @@ def main() -> None:
         print(f"wrote {transfer_set.SPEC_PATH}", file=sys.stderr)
     if not args.skip_runs:
         for corpus in transfer_set.CORPORA:
-            run_eval(root, f"transfer-{corpus}", args.variant)
+            run_set(root, corpus, args.variant)
     from hifirag_core.evaluation.transfer import transfer_report
 
     text = transfer_report(root, args.variant)
