@@ -33,32 +33,37 @@ def _qa(qid: str, qtype: str, question: str, answer: str) -> dict:
 def _docs() -> list[dict]:
     """A small MedQuAD: two sources for one focus, two foci sharing an answer, a page listed twice."""
     return [
-        {"doc_id": "1", "url": f"{GARD}/1/marfan-syndrome", "focus": "Marfan syndrome", "source": "GARD", "qa": [
+        {"doc_id": "1", "url": f"{GARD}/1/marfan-syndrome", "focus": "Marfan syndrome", "source": "GARD",
+         "collection": "2_GARD_QA", "qa": [
             _qa("1-1", "symptoms", "What are the symptoms of Marfan syndrome ?",
                 "Marfan syndrome affects the connective tissue: long arms and fingers, a curved spine, and "
                 "problems of the aorta and the lens of the eye are its usual signs."),
             _qa("1-2", "inheritance", "Is Marfan syndrome inherited ?", SHARED_ANSWER)]},
         {"doc_id": "2", "url": "https://medlineplus.gov/marfansyndrome.html", "focus": "marfan  Syndrome",
-         "source": "MPlusHealthTopics", "qa": [
+         "source": "MPlusHealthTopics", "collection": "4_MPlus_Health_Topics_QA", "qa": [
              _qa("2-1", "treatment", "What are the treatments for Marfan syndrome ?",
                  "Marfan syndrome has no cure; beta blockers slow the widening of the aorta and surgery repairs "
                  "it, and regular eye and heart checks follow the patient for life.")]},
         {"doc_id": "3", "url": f"{GARD}/3/loeys-dietz-syndrome", "focus": "Loeys-Dietz syndrome", "source": "GARD",
-         "qa": [_qa("3-1", "inheritance", "Is Loeys-Dietz syndrome inherited ?", SHARED_ANSWER)]},
-        {"doc_id": "4", "url": f"{GARD}/4/scurvy", "focus": "Scurvy", "source": "GARD", "qa": [
+         "collection": "2_GARD_QA", "qa": [_qa("3-1", "inheritance", "Is Loeys-Dietz syndrome inherited ?", SHARED_ANSWER)]},
+        {"doc_id": "4", "url": f"{GARD}/4/scurvy", "focus": "Scurvy", "source": "GARD",
+         "collection": "2_GARD_QA", "qa": [
             _qa("4-1", "causes", "What causes scurvy ?",
                 "Scurvy is caused by a lack of vitamin C in the diet for three months or more; sailors on long "
                 "voyages without fresh fruit were its classic victims, and bleeding gums its first sign.")]},
-        {"doc_id": "5", "url": f"{GARD}/5/gout#overview", "focus": "Gout", "source": "GARD", "qa": [
+        {"doc_id": "5", "url": f"{GARD}/5/gout#overview", "focus": "Gout", "source": "GARD",
+         "collection": "2_GARD_QA", "qa": [
             _qa("5-1", "symptoms", "What are the symptoms of gout ?",
                 "The symptoms of gout are sudden attacks of severe pain, swelling and redness in a joint, most "
                 "often the big toe, when crystals of uric acid form in the joint lining.")]},
-        {"doc_id": "6", "url": f"{GARD}/5/gout#treatment", "focus": "Gout", "source": "GARD", "qa": [
+        {"doc_id": "6", "url": f"{GARD}/5/gout#treatment", "focus": "Gout", "source": "GARD",
+         "collection": "2_GARD_QA", "qa": [
             _qa("6-1", "treatment", "What are the treatments for gout ?",
                 "Gout attacks are treated with anti-inflammatory drugs such as colchicine; allopurinol lowers the "
                 "uric acid in the blood so that new crystals do not form in the joints.")]},
-        {"doc_id": "7", "url": f"{GARD}/7/rickets", "focus": "Rickets", "source": "GARD", "qa": [
-            _qa("7-1", "causes", "What causes rickets ?",
+        # another collection reuses the qid "1-1" for another question
+        {"doc_id": "7", "url": f"{GARD}/7/rickets", "focus": "Rickets", "source": "GHR", "collection": "3_GHR_QA", "qa": [
+            _qa("1-1", "causes", "What causes rickets ?",
                 "The causes of rickets, a softening of the bones in children, are too little vitamin D, calcium "
                 "or phosphate; sunlight on the skin makes the vitamin D the bones need.")]},
     ]
@@ -82,8 +87,8 @@ def _shared(tmp_path: Path) -> Path:
     return shared
 
 
-SPEC = {"answerable": {"5-1": f"{GARD}/5/gout", "7-1": f"{GARD}/7/rickets"},
-        "unanswerable": {"1-1": f"{GARD}/1/marfan-syndrome", "4-1": f"{GARD}/4/scurvy"},
+SPEC = {"answerable": {"2:5-1": f"{GARD}/5/gout", "3:1-1": f"{GARD}/7/rickets"},
+        "unanswerable": {"2:1-1": f"{GARD}/1/marfan-syndrome", "2:4-1": f"{GARD}/4/scurvy"},
         "left_out_pages": [f"{GARD}/1/marfan-syndrome", f"{GARD}/3/loeys-dietz-syndrome", f"{GARD}/4/scurvy",
                            "https://medlineplus.gov/marfansyndrome.html"],
         "mmu_lines": 2, "mmu_dropped": {"V_1": "its reference is carried by a health page"}}
@@ -91,6 +96,8 @@ SPEC = {"answerable": {"5-1": f"{GARD}/5/gout", "7-1": f"{GARD}/7/rickets"},
 
 def test_a_page_per_url_with_one_section_per_pair_headed_by_its_question_type():
     pages = {p.url: p for p in health_pages(_docs())}
+    keys = [q["key"] for p in pages.values() for q in p.qa]
+    assert len(set(keys)) == len(keys) and {"2:1-1", "3:1-1", "4:2-1"} <= set(keys)  # the collection, then the qid
     gout = pages[f"{GARD}/5/gout"]  # two documents under one URL (with fragments): one page with both pairs
     assert [q["anchor"] for q in gout.qa] == ["symptoms", "treatment"] and len(pages) == 6
     html = page_html(pages[f"{GARD}/1/marfan-syndrome"])
@@ -137,8 +144,8 @@ def test_the_set_from_a_selection_keeps_each_page_group_in_one_half(tmp_path):
     shared = _shared(tmp_path)
     built = build_transfer_set(shared, SPEC)
     health = built.rows["health"]
-    assert [r["id"] for r in health] == ["medquad:5-1", "medquad:7-1", "medquad:1-1", "medquad:4-1", "V_0"]
-    gout = next(r for r in health if r["id"] == "medquad:5-1")
+    assert [r["id"] for r in health] == ["medquad:2:5-1", "medquad:3:1-1", "medquad:2:1-1", "medquad:2:4-1", "V_0"]
+    gout = next(r for r in health if r["id"] == "medquad:2:5-1")
     assert (gout["answerable"], gout["gold_url"], gout["gold_anchor"]) == (True, f"{GARD}/5/gout", "symptoms")
     assert all(not r["answerable"] and "gold_url" not in r for r in health if r["origin"] in ("health-a", "mmu"))
     assert built.exclude["health"] == tuple(sorted(SPEC["left_out_pages"]))
@@ -160,8 +167,8 @@ def test_the_committed_selection_has_no_page_in_both_halves():
     for r in built.rows["health"]:
         if r["origin"] == "mmu":
             continue
-        qid = r["id"].removeprefix("medquad:")
-        page = next(url for url, p in pages.items() if any(q["qid"] == qid for q in p.qa))
+        key = r["id"].removeprefix("medquad:")
+        page = next(url for url, p in pages.items() if any(q["key"] == key for q in p.qa))
         for url, group in groups.items():  # every page of the question's group
             if group == groups[page]:
                 half_of_page.setdefault(url, set()).add(r["half"])
@@ -195,9 +202,9 @@ def test_the_health_set_runs_through_the_fake_model_writer_which_decides(tmp_pat
     rows = {qid: (verdict, method, abstained, note) for qid, verdict, method, abstained, note in w.query(
         "SELECT question_id, answerability, answerability_method, abstained, note FROM answers WHERE run_id = ?",
         [summary["run_id"]]).rows}
-    for qid in ("medquad:5-1", "medquad:7-1"):  # the page is in the corpus: the writer says answered
+    for qid in ("medquad:2:5-1", "medquad:3:1-1"):  # the page is in the corpus: the writer says answered
         assert rows[qid][:3] == ("answered", "writer", False) and rows[qid][3].startswith("Answerability: answered")
-    for qid in ("medquad:1-1", "medquad:4-1"):  # left out with its group: not_found, shown, never withheld
+    for qid in ("medquad:2:1-1", "medquad:2:4-1"):  # left out with its group: not_found, shown, never withheld
         assert rows[qid][:3] == ("not_found", "writer", False) and "may not answer" in rows[qid][3]
     labelled = [q for q in load_run(w, summary["run_id"]) if q.origin != "mmu"]
     assert {q.corpus for q in labelled} == {"health"} and len(labelled) == 4

@@ -111,7 +111,7 @@ def select(root: Path, args: argparse.Namespace) -> dict:
     def candidate(group: str) -> tuple[transfer_set.HealthPage, dict] | None:
         pairs = [(p, q) for p in members[group] for q in p.qa
                  if len(q["answer"].split()) >= MIN_ANSWER_WORDS and q["question"].strip()]
-        return min(pairs, key=lambda pq: _hash(f"transfer-question:{pq[1]['qid']}")) if pairs else None
+        return min(pairs, key=lambda pq: _hash(f"transfer-question:{pq[1]['key']}")) if pairs else None
 
     unanswerable: dict[str, str] = {}
     dropped: dict[str, str] = {}
@@ -127,11 +127,11 @@ def select(root: Path, args: argparse.Namespace) -> dict:
         own = {p.url for p in members[group]}
         carrying = [u for u in carriers.pages(pair["answer"], pair["question"], own) if u not in left_out]
         if len(carrying) > args.max_carrying:
-            dropped[pair["qid"]] = f"{len(carrying)} pages outside its group carry its answer"
+            dropped[pair["key"]] = f"{len(carrying)} pages outside its group carry its answer"
             continue
-        unanswerable[pair["qid"]] = group
+        unanswerable[pair["key"]] = group
         left_out |= own | set(carrying)
-        print(f"unanswerable {len(unanswerable)}: {pair['qid']} ({len(carrying)} carrying)", file=sys.stderr)
+        print(f"unanswerable {len(unanswerable)}: {pair['key']} ({len(carrying)} carrying)", file=sys.stderr)
     answerable: dict[str, str] = {}
     for group in rest:
         if len(answerable) >= args.answerable:
@@ -139,7 +139,7 @@ def select(root: Path, args: argparse.Namespace) -> dict:
         chosen = candidate(group)
         if chosen is None or any(p.url in left_out for p in members[group]):
             continue
-        answerable[chosen[1]["qid"]] = group
+        answerable[chosen[1]["key"]] = group
     mmu_lines = (shared / "mmu_ragent" / "t2t_val.jsonl").read_text(encoding="utf-8").splitlines()[: args.mmu]
     mmu_dropped: dict[str, str] = {}
     for line in mmu_lines:
@@ -166,7 +166,9 @@ def run_set(root: Path, corpus: str, variant: str) -> None:
         command += ["--set", override]
     print(f"$ hifirag run {questions} --variant {variant} (+ the corpus overrides)", file=sys.stderr)
     env = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", **os.environ}  # a busy machine starts slowly
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"hifirag run failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
 def main() -> None:

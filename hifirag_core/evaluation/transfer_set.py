@@ -85,12 +85,20 @@ def _slug(text: str) -> str:
 def health_pages(docs: Iterable[dict]) -> list[HealthPage]:
     """The site's pages: one per URL without its fragment (documents MedQuAD lists under one page, such
     as ``.../causes-diabetes/Pages/index.aspx#type2``, hold all their pairs), in first-seen order; each
-    pair's section anchor is its question type, numbered when a page repeats it."""
+    pair's section anchor is its question type, numbered when a page repeats it.
+
+    Each pair gets a ``key`` that names it alone: MedQuAD's ``qid`` repeats across its collections
+    (GARD's and GHR's ``0000093-1`` are different questions), so the key is the collection's number and
+    the qid, numbered again in the few places a collection repeats one."""
     by_url: dict[str, list[dict]] = {}
     first: dict[str, dict] = {}
+    keys: dict[str, int] = defaultdict(int)
     for doc in docs:
         url = doc["url"].split("#", 1)[0]
-        by_url.setdefault(url, []).extend(doc["qa"])
+        for pair in doc["qa"]:
+            key = f"{doc['collection'].split('_', 1)[0]}:{pair['qid']}"
+            keys[key] += 1
+            by_url.setdefault(url, []).append({**pair, "key": key if keys[key] == 1 else f"{key}.{keys[key]}"})
         first.setdefault(url, doc)
     pages = []
     for url, pairs in by_url.items():
@@ -243,12 +251,12 @@ def _docs_rows(shared: Path) -> tuple[list[dict], tuple[str, ...]]:
 
 def health_rows(spec: dict, pages: list[HealthPage], mmu: list[dict]) -> list[dict]:
     """The health questions the spec selects (answerable, unanswerable), then the MMU questions."""
-    by_qid = {q["qid"]: (p, q) for p in pages for q in p.qa}
+    by_key = {q["key"]: (p, q) for p in pages for q in p.qa}
     rows = []
-    for label, key in ((True, "answerable"), (False, "unanswerable")):
-        for qid, group in spec[key].items():
-            page, pair = by_qid[qid]
-            row = {"id": f"medquad:{qid}", "question": pair["question"], "answer": pair["answer"],
+    for label, selected in ((True, "answerable"), (False, "unanswerable")):
+        for key, group in spec[selected].items():
+            page, pair = by_key[key]
+            row = {"id": f"medquad:{key}", "question": pair["question"], "answer": pair["answer"],
                    "answerable": label, "origin": "health-b" if label else "health-a", "corpus": "health",
                    "group": group, "qtype": pair["qtype"]}
             if label:
