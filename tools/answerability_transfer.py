@@ -168,7 +168,8 @@ def run_set(root: Path, corpus: str, variant: str) -> None:
     env = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", **os.environ}  # a busy machine starts slowly
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"hifirag run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        problems = [line[:500] for line in done.stderr.splitlines() if "| INFO" not in line]
+        raise SystemExit(f"hifirag run failed ({done.returncode}):\n" + "\n".join(problems[-15:]))
 
 
 def main() -> None:
