@@ -269,6 +269,16 @@ def transfer_report(root: Path, variant: str) -> str:
         rows.append([f"as run → {corpus}", "the runs' calibration", "config", *measure_verdicts(report[corpus]).row()])
     out.append(_table(["direction", "fitted on", "threshold", "abstain (unanswerable)", "answer (answerable)",
                        "CRAG", "never abstain"], rows))
+    by_origin = []
+    for fitted, measured in (("docs", "health"), ("health", "docs")):
+        fit = fits[fitted]
+        for origin in sorted({q.origin for q in report[measured] if not q.answerable}):
+            some = [q for q in report[measured] if q.origin == origin]
+            k, n = measure(fit.calibration, fit.threshold, some).abstain
+            lo, hi = wilson(k, n)
+            by_origin.append([f"{fitted} → {measured}", origin, f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] ({k}/{n})"])
+    out += ["", "Abstention by where the unanswerable questions come from (report halves):", "",
+            _table(["direction", "origin", "abstain"], by_origin)]
     out += ["", f"Shipped fit (both tune halves): {_weights(both.calibration)}; threshold={both.threshold:.2f}, "
                 f"partial_below={both.partial_below:.2f}"]
     out += [f"Fit on {fitted}: {_weights(fit.calibration)}; threshold={fit.threshold:.2f}" for fitted, fit in fits.items()]
