@@ -211,3 +211,17 @@ def test_the_health_set_runs_through_the_fake_model_writer_which_decides(tmp_pat
     measured = measure_verdicts(labelled)
     assert measured.abstain == (2, 2) and measured.answer == (2, 2)
     assert measured.never_abstain < measured.crag
+
+
+@pytest.mark.skipif(not (shared_data_dir() / transfer_set.MEDQUAD).exists(), reason="needs ../shared/data/health")
+def test_the_datasets_read_the_health_corpus_with_the_left_out_pages_excluded(tmp_path):
+    from hifirag_core.evaluation.datasets import resolve_dataset
+
+    report = resolve_dataset("transfer-health-report", root=tmp_path)
+    docs = resolve_dataset("transfer_docs", root=tmp_path)
+    assert report.name == "transfer_health_report" and report.overrides[0] == "corpus.name=health"
+    excluded = json.loads(report.overrides[1].split("=", 1)[1])
+    assert excluded == sorted(excluded) and len(excluded) == len(transfer_set.load_spec()["left_out_pages"])
+    rows = [json.loads(line) for line in report.path.read_text().splitlines()]
+    assert {r["half"] for r in rows} == {"report"} and {r["corpus"] for r in rows} == {"health"}
+    assert not any(o.startswith("corpus.name") for o in docs.overrides)  # the docs corpus is the default
