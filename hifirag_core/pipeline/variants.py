@@ -94,11 +94,12 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "Not in the paper: a sufficiency check after section ranking and up to research.max_rounds follow-up "
      "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours).",
      "The paper makes one pass; every peer searches again when its evidence is thin."),
-    ("answerability.show (final_judged), answerability.abstain (final_abstain)",
+    ("answerability.abstain (final_abstain), answerability.show (final_judged)",
      "Not in the paper: whether the sources answer the question (answered, partial, not_found), from a "
-     "calibrated evidence score offline or the writer's own line with a model. final_judged gives the answer "
-     "and shows the decision beside it (the default); final_abstain says the sources do not answer instead.",
-     "The paper always answers. Abstaining by default waits for a judgment that holds on a corpus it was not "
+     "calibrated evidence score offline (fitted on two corpora) or the writer's own line with a model. "
+     "final_abstain says the sources do not answer instead of answering (the default); final_judged always "
+     "answers and shows the decision beside it (the default whenever the judgment misses the transfer targets).",
+     "The paper always answers. A default abstains only with a judgment that holds on a corpus it was not "
      "fitted on (docs/evaluation.md, Transfer)."),
     ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
      "What a stage keeps when the model's reply is unusable (recorded as parse_error).",
