@@ -19,9 +19,11 @@ Steps (each one the same every time, so two runs write the same bytes):
      says the health corpus does not answer them;
 3. **the runs**: ``hifirag run`` of each corpus's questions with ``final_judged`` (it answers every
    question and stores the decision's signals; stages are cached, so a second run costs little);
-4. **the fit and the table** (``hifirag_core.evaluation.transfer``): leave one corpus out (fit on one
-   corpus's tune half, measure on the other's report half), both ways, and the shipped fit on both tune
-   halves, written to ``--out`` (Markdown) and printed.
+4. **the choice, the fit and the table** (``hifirag_core.evaluation.transfer``): the signals and the
+   threshold's recall chosen by leaving one corpus out between the **tune** halves; then that recipe fitted
+   on one corpus's tune half and measured on the other's report half, both ways, and the shipped fit on
+   both tune halves (copy it into ``answerability.CALIBRATION`` and the ``answerability`` config defaults),
+   written to ``--out`` (Markdown) and printed.
 """
 
 from __future__ import annotations
