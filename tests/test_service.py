@@ -20,6 +20,7 @@ import pytest
 
 from hifirag_core.evaluation.export import check_submission
 from hifirag_core.pipeline.specs import BASE_STAGES
+from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
 from hifirag_core.serving.report import UNCHECKED_DRAFT
 from hifirag_core.store.warehouse import Warehouse
@@ -131,7 +132,10 @@ def test_health_answers_json(offline):
     url, _ = offline
     response = httpx.get(f"{url}/health", timeout=30)
     assert response.status_code == 200 and response.json()["status"] == "ok"
-    assert response.json()["run_id"].startswith("service-offline-final-")
+    # the service's default variant is hifirag run's (issue 26: final_abstain, the judgment meeting the
+    # transfer targets)
+    assert response.json()["variant"] == DEFAULT_RUN_VARIANT == "final_abstain"
+    assert response.json()["run_id"].startswith(f"service-offline-{DEFAULT_RUN_VARIANT}-")
 
 
 def test_run_streams_the_plan_the_urls_and_sections_kept_then_the_answer_and_its_citations(offline):

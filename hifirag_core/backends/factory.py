@@ -139,7 +139,8 @@ def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     """The strong model's two passes (A.4), or Baseline Q when ``generation.prompt=raw_limit``."""
     chat = build_chat_model("writer", cfg, guards=guards, env=env)
     return LLMWriterModel(chat, prompts or _prompts(cfg), draft_prompt=cfg.generation.prompt,
-                          answerability=cfg.answerability.abstain, window=prompt_window(cfg, "writer"))
+                          answerability=cfg.answerability.abstain or cfg.answerability.show,
+                          window=prompt_window(cfg, "writer"))
 
 
 def _prompts(cfg: PipelineConfig) -> PromptSet:

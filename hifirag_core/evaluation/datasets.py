@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
-from hifirag_core.evaluation import answerability_set
+from hifirag_core.evaluation import answerability_set, transfer_set
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import QuestionSet
 from hifirag_core.resources import data_root, shared_data_dir
@@ -71,6 +71,9 @@ def resolve_dataset(spec: str, fields: dict[str, str] | None = None, root: Path 
     key = spec.strip().lower().replace("_", "-")
     if key in ("answerability", "answerability-tune", "answerability-report"):
         return _answerability(key, root)
+    if key.startswith("transfer-") and key.split("-")[1] in transfer_set.CORPORA and \
+            key.split("-", 2)[2:] in ([], ["tune"], ["report"]):
+        return _transfer(key, root)
     if key in ("mmu", "mmu-ragent"):
         return EvalDataset("mmu_ragent", shared / "mmu_ragent" / "t2t_val.jsonl", default_limit=MMU_PAPER_LIMIT,
                            note="MMU-RAGent validation set: the first 100 lines, as the paper scored")
@@ -98,3 +101,22 @@ def _answerability(key: str, root: Path | None) -> EvalDataset:
     built.write(path, half)  # type: ignore[arg-type]
     return EvalDataset(f"answerability{'_' + half if half else ''}", path,
                        (f"corpus.exclude={json.dumps(list(built.exclude))}",), known_item=None, note=note)
+
+
+def _transfer(key: str, root: Path | None) -> EvalDataset:
+    corpus, _, half = key.removeprefix("transfer-").partition("-")
+    path = transfer_set.dataset_file(root or data_root(), corpus, half or None)  # type: ignore[arg-type]
+    name = "transfer_" + corpus + (f"_{half}" if half else "")
+    which = f"the {half} half of " if half else ""
+    note = (f"Answerability transfer set: {which}the {corpus} corpus's answerable and unanswerable questions "
+            "(halved by page group)")
+    shared = shared_data_dir()
+    needed = shared / ("docs_faq/faq_qa.jsonl" if corpus == "docs" else str(transfer_set.MEDQUAD))
+    if not needed.exists():  # plan_evaluation names the missing shared file
+        return EvalDataset(name, needed, note=note)
+    built = transfer_set.build_transfer_set(shared)
+    built.write(path, corpus, half or None)  # type: ignore[arg-type]
+    overrides = [f"corpus.exclude={json.dumps(list(built.exclude[corpus]))}"]
+    if corpus == "health":
+        overrides.insert(0, f"corpus.name={transfer_set.HEALTH_CORPUS}")
+    return EvalDataset(name, path, tuple(overrides), known_item=None, note=note)

@@ -785,6 +785,20 @@ def abstains(decision: Answerability, rt: Runtime) -> bool:
     return rt.cfg.answerability.abstain and decision.verdict == "not_found"
 
 
+_SHOWN = {
+    "answered": "the sources found answer this question",
+    "partial": "the sources found may answer this question only in part",
+    "not_found": "the sources found may not answer this question; check them before relying on this answer",
+}
+
+
+def decision_note(decision: Answerability, rt: Runtime) -> str | None:
+    """The decision as a reader is shown it beside an answer that does not abstain (``answerability.show``)."""
+    if not rt.cfg.answerability.show or abstains(decision, rt):
+        return None
+    return f"Answerability: {decision.verdict} ({decision.score:.2f}): {_SHOWN[decision.verdict]} ({decision.reason})."
+
+
 def language_note(steer: Steer, rt: Runtime) -> str | None:
     """What a reader of an offline answer to a question not in English (or asked for in another language) is told."""
     if not steer.non_english or rt.cfg.backends.writer_llm != "offline":
@@ -799,13 +813,14 @@ def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput
                     decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
     answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
-    closest sources under "See also" and cites nothing."""
+    closest sources under "See also" and cites nothing; with ``answerability.show`` the answer is given and
+    its note says what was decided."""
     text, from_stage = final_text(draft, refined)
     steer = Steer(question, rt.cfg)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
                "answerability_signals": decision.signals_json(), "language": steer.language,
-               "note": language_note(steer, rt)}
+               "note": "\n".join(n for n in (decision_note(decision, rt), language_note(steer, rt)) if n) or None}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
     if abstains(decision, rt):

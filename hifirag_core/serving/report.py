@@ -8,7 +8,9 @@ its ``citations`` are the same URLs in the same order (the organisers' front end
 the plain text, as ``export-mmu`` does, because the static evaluation scores it against references
 without citations. Whatever else the answer stage writes into the row is shown as written: an
 answer that abstains (the sources found do not answer) names the closest sources under "See also"
-in its own text and cites nothing. A question without an answer has no report.
+in its own text and cites nothing; the answer's note (whether its sources answer, with
+``answerability.show``; the offline writer's English) closes ``/run``'s report in italics. A question
+without an answer has no report.
 The steps shown as each stage finishes are the stages' own (``hifirag_core.pipeline.steps``); ``stage_step``
 finds a stage's renderer through its spec.
 """
@@ -51,10 +53,11 @@ def render_report(answer: AnswerRecord | None) -> Report:
     if answer.abstained:  # its text lists the closest sources; it cites none
         return Report(text, [], ABSTAINED, text)
     urls = list(answer.cited_urls)
+    note = "".join(f"\n\n_{line.strip()}_" for line in (answer.note or "").splitlines() if line.strip())
     if not urls or not (answer.cited_text or "").strip():
-        return Report(text, [], ANSWERED, text)
+        return Report(text + note, [], ANSWERED, text)
     sources = "\n".join(f"{k}. <{safe_url(url)}>" for k, url in enumerate(urls, 1))
-    return Report(f"{answer.cited_text.strip()}\n\n**Sources**\n\n{sources}", urls, ANSWERED, text)
+    return Report(f"{answer.cited_text.strip()}\n\n**Sources**\n\n{sources}{note}", urls, ANSWERED, text)
 
 
 def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
