@@ -12,14 +12,20 @@ when parts are missing it searches again, aimed at them. The check is lexical an
 ``sufficient`` when every part is covered, ``partial`` when some are, ``not_found`` when none is. The
 follow-up queries (:func:`followup_queries`) are the uncovered parts as asked, then their keywords (with
 the question's own keywords added to a short part), never a query searched before.
+
+A variant that looks again also judges answerability **part by part** (:func:`by_parts`): the evidence
+score compares the whole question with one section at a time, so a question whose parts are answered by
+two different sections scores as if neither answered it. Each part is judged on its own; the answer
+abstains only when no part is answered.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from hifirag_core.evidence.answerability import Decision
 from hifirag_core.retrieval.scoring import tokenize
 from hifirag_core.text import FILLER, question_keywords
 from hifirag_core.types import SourceSection, Sufficiency
@@ -99,3 +105,24 @@ def followup_queries(question: str, missing: Sequence[str], earlier: Sequence[st
         if len(queries) >= max_queries:
             break
     return queries
+
+
+def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
+    """The answerability of a question of several parts from each part's own decision (``decide``):
+    ``answered`` when every part is, ``not_found`` when none is answered or partial, else ``partial``;
+    the score is the best part's. A question of one part is decided as it is."""
+    parts = question_parts(question)
+    if len(parts) < 2:
+        return decide(question)
+    decisions = [decide(part) for part in parts]
+    verdicts = [d.verdict for d in decisions]
+    if all(v == "answered" for v in verdicts):
+        verdict = "answered"
+    elif all(v == "not_found" for v in verdicts):
+        verdict = "not_found"
+    else:
+        verdict = "partial"
+    best = max(decisions, key=lambda d: d.score)
+    reason = "by part: " + "; ".join(f"{p!r} {d.verdict} ({d.score:.2f})" for p, d in zip(parts, decisions,
+                                                                                         strict=True))
+    return Decision(verdict, best.score, reason, f"{best.method}+parts", best.signals)

@@ -35,6 +35,7 @@ from hifirag_core.evidence.attribution import (
     render_citations,
     strip_markers,
 )
+from hifirag_core.evidence.sufficiency import by_parts
 from hifirag_core.pipeline.context import ContextLimit, context_limit
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.runtime import Runtime
@@ -771,13 +772,20 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 
 def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
     """Whether the sources answer the question: the writer's own verdict when it was asked for one
-    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``)."""
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``),
+    part by part of the question in a variant that looks again (``hifirag_core.evidence.sufficiency.by_parts``)."""
     cfg = rt.cfg.answerability
     conversation = draft.value if isinstance(draft.value, Conversation) else None
-    return decide_answerability(
-        question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
-        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
-        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+    asked = writer_asked(rt)
+
+    def decide(query: str) -> Answerability:
+        return decide_answerability(
+            query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+            writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
+            calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+    # a variant that looks again judges the evidence part by part (the writer, when asked, judges the whole)
+    return by_parts(question.query, decide) if rt.cfg.research.enabled and not asked else decide(question.query)
 
 
 def abstains(decision: Answerability, rt: Runtime) -> bool:
