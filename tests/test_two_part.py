@@ -1,0 +1,118 @@
+"""Two-part questions: built from the shared FAQ set the same way every time, scored on both gold sections."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+
+import pytest
+
+from hifirag_core.evaluation.datasets import resolve_dataset
+from hifirag_core.evaluation.two_part import (
+    PAIRS,
+    all_cited,
+    build_set,
+    eligible,
+    join_questions,
+    paired_table,
+    pair_rows,
+)
+from hifirag_core.evidence.answerability import Decision
+from hifirag_core.evidence.sufficiency import by_parts, question_parts
+from hifirag_core.questions import load_questions
+from hifirag_core.resources import shared_data_dir
+
+
+def _faq(qid: str, page: str, question: str, corpus: str = "python3.11-doc") -> dict:
+    return {"id": f"{corpus}:{page}#{qid}", "corpus": corpus, "page": page, "anchor": qid, "question": question,
+            "answer": f"answer to {question}"}
+
+
+def test_two_questions_read_as_one():
+    assert join_questions("How do I copy a file?", "What is a class?") == "How do I copy a file, and what is a class?"
+    assert question_parts(join_questions("How do I copy a file?", "What is a class?")) == [
+        "How do I copy a file", "what is a class"]
+
+
+def test_only_single_questions_that_open_with_an_asking_word_are_paired():
+    assert eligible(_faq("a", "faq/a.html", "How do I copy a file?"))
+    assert not eligible(_faq("b", "faq/a.html", "I can’t seem to use os.read() on a pipe; why?"))  # opens with "I"
+    assert not eligible(_faq("c", "faq/a.html", "Why? And how?"))  # two questions already
+    assert not eligible(_faq("d", "faq/a.html", "Python is great."))
+
+
+def test_pairs_join_questions_of_different_pages_and_the_halves_follow_a_fixed_hash():
+    faqs = [_faq(f"q{i}", f"faq/p{i % 3}.html", f"How do I do thing {i}?") for i in range(12)]
+    rows = pair_rows(faqs, n_pairs=5)
+    assert rows == pair_rows(list(reversed(faqs)), n_pairs=5)  # the input's order does not matter
+    assert len(rows) == 5
+    for row in rows:
+        first, second = (s.split("#")[0] for s in row["gold_sections"])
+        assert first != second  # two pages
+    used = [p for r in rows for p in r["parts"]]
+    assert len(used) == len(set(used))  # a FAQ question is in one pair
+    by_hash = sorted(rows, key=lambda r: hashlib.sha256(f"two-part-half:{r['id']}".encode()).hexdigest())
+    assert [r["half"] for r in by_hash] == ["tune", "tune", "report", "report", "report"]
+
+
+def test_one_page_cannot_pair_with_itself():
+    faqs = [_faq(f"q{i}", "faq/only.html", f"How do I do thing {i}?") for i in range(6)]
+    assert pair_rows(faqs) == []
+
+
+@pytest.mark.shared_data
+def test_the_shared_set_has_80_pairs_in_two_halves_of_40_each_with_both_gold_sections():
+    built = build_set()
+    assert build_set() == built  # deterministic
+    assert len(built.rows) == PAIRS
+    assert Counter(r["half"] for r in built.rows) == {"tune": PAIRS // 2, "report": PAIRS // 2}
+    faq = {json.loads(line)["id"]: json.loads(line)
+           for line in (shared_data_dir() / "docs_faq" / "faq_qa.jsonl").read_text(encoding="utf-8").splitlines()}
+    for row in built.rows:
+        first, second = (faq[p] for p in row["parts"])
+        assert (first["corpus"], first["page"]) != (second["corpus"], second["page"])
+        assert row["gold_sections"][0].endswith("#" + first["anchor"])
+        assert row["gold_sections"][1].endswith("#" + second["anchor"])
+        assert (row["gold_url"], row["gold_anchor"]) == tuple(row["gold_sections"][0].split("#", 1))
+        assert row["question"] == join_questions(first["question"], second["question"])
+    assert sum(len(question_parts(r["question"])) >= 2 for r in built.rows) == PAIRS
+
+
+@pytest.mark.shared_data
+def test_the_dataset_resolves_to_each_half_with_every_page_in_the_corpus(tmp_path):
+    report = resolve_dataset("two-part-report", root=tmp_path)
+    assert report.name == "two_part_report" and report.known_item and report.overrides == ()
+    questions = load_questions(report.path)
+    assert len(questions) == PAIRS // 2
+    tune = {q.id for q in load_questions(resolve_dataset("two_part_tune", root=tmp_path).path).questions}
+    assert tune.isdisjoint(q.id for q in questions.questions)
+    assert all(len(q.meta["gold_sections"]) == 2 for q in questions.questions)
+
+
+def _decision(verdict: str, score: float) -> Decision:
+    return Decision(verdict, score, "evidence", "evidence")  # type: ignore[arg-type]
+
+
+def test_answerability_by_parts_abstains_only_when_no_part_is_answered():
+    question = "How do I copy a file, and what is a class?"
+    verdicts = {"How do I copy a file": _decision("answered", 0.9), "what is a class": _decision("not_found", 0.1)}
+    combined = by_parts(question, lambda part: verdicts[part])
+    assert combined.verdict == "partial" and combined.score == 0.9 and combined.method == "evidence+parts"
+    assert by_parts(question, lambda part: _decision("answered", 0.8)).verdict == "answered"
+    assert by_parts(question, lambda part: _decision("not_found", 0.2)).verdict == "not_found"
+    # one part: the question is judged whole
+    seen = []
+    by_parts("How do I copy a file?", lambda q: seen.append(q) or _decision("answered", 0.7))
+    assert seen == ["How do I copy a file?"]
+
+
+def test_the_paired_table_counts_each_question_once_in_mcnemars_cells():
+    hit, half = [(True, True), (True, True)], [(True, True), (True, False)]
+    baseline = {"a": hit, "b": half, "c": half, "d": hit}
+    system = {"a": hit, "b": hit, "c": half, "d": half, "e": hit}  # "e" is not in the baseline: left out
+    table = paired_table(baseline, system, ("final_abstain", "final_deep"))
+    assert (table.both, table.system_only, table.baseline_only, table.neither) == (1, 1, 1, 1)
+    assert table.interval.n == 4 and table.interval.mean_diff == 0.0
+    assert not all_cited([]) and not all_cited(half) and all_cited(hit)
+    assert "McNemar: both 1, final_deep only 1, final_abstain only 1, neither 1" in table.markdown()
