@@ -116,3 +116,6 @@ def test_the_paired_table_counts_each_question_once_in_mcnemars_cells():
     assert table.interval.n == 4 and table.interval.mean_diff == 0.0
     assert not all_cited([]) and not all_cited(half) and all_cited(hit)
     assert "McNemar: both 1, final_deep only 1, final_abstain only 1, neither 1" in table.markdown()
+    assert table.mcnemar_p == 1.0
+    one_way = paired_table({q: half for q in "abcdef"}, {q: hit for q in "abcdef"})
+    assert one_way.system_only == 6 and one_way.mcnemar_p == pytest.approx(2 / 64)

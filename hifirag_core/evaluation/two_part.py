@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,8 +182,17 @@ class PairedTable:
             "",
             f"McNemar: both {self.both}, {self.system} only {self.system_only}, "
             f"{self.baseline} only {self.baseline_only}, neither {self.neither} "
-            f"(paired percentile bootstrap, {ci.n_resamples} resamples, seed fixed)",
+            f"(paired percentile bootstrap, {ci.n_resamples} resamples, seed fixed; "
+            f"exact McNemar two-sided p = {self.mcnemar_p:.4f})",
         ])
+
+    @property
+    def mcnemar_p(self) -> float:
+        """The exact (binomial) two-sided McNemar p-value of the discordant questions."""
+        n, k = self.system_only + self.baseline_only, min(self.system_only, self.baseline_only)
+        if n == 0:
+            return 1.0
+        return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
 def paired_table(baseline: Mapping[str, Sequence[tuple[bool, bool]]], system: Mapping[str, Sequence[tuple[bool, bool]]],
