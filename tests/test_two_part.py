@@ -15,8 +15,8 @@ from hifirag_core.evaluation.two_part import (
     build_set,
     eligible,
     join_questions,
-    paired_table,
     pair_rows,
+    paired_table,
 )
 from hifirag_core.evidence.answerability import Decision
 from hifirag_core.evidence.sufficiency import by_parts, question_parts
