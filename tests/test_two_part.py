@@ -101,9 +101,6 @@ def test_answerability_by_parts_abstains_only_when_no_part_is_answered():
     assert combined.verdict == "partial" and combined.score == 0.9 and combined.method == "evidence+parts"
     assert by_parts(question, lambda part: _decision("answered", 0.8)).verdict == "answered"
     assert by_parts(question, lambda part: _decision("not_found", 0.2)).verdict == "not_found"
-    # parts the evidence only touches do not make an answer
-    touched = {"How do I copy a file": _decision("partial", 0.5), "what is a class": _decision("not_found", 0.1)}
-    assert by_parts(question, lambda part: touched[part]).verdict == "not_found"
     # one part: the question is judged whole
     seen = []
     by_parts("How do I copy a file?", lambda q: seen.append(q) or _decision("answered", 0.7))

@@ -16,7 +16,7 @@ the question's own keywords added to a short part), never a query searched befor
 A variant that looks again also judges answerability **part by part** (:func:`by_parts`): the evidence
 score compares the whole question with one section at a time, so a question whose parts are answered by
 two different sections scores as if neither answered it. Each part is judged on its own; the answer
-abstains when no part is answered.
+abstains only when no part is answered.
 """
 
 from __future__ import annotations
@@ -109,8 +109,7 @@ def followup_queries(question: str, missing: Sequence[str], earlier: Sequence[st
 
 def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
     """The answerability of a question of several parts from each part's own decision (``decide``):
-    ``answered`` when every part is, ``partial`` when at least one is, else ``not_found`` (parts the
-    evidence only touches do not make an answer);
+    ``answered`` when every part is, ``not_found`` when none is answered or partial, else ``partial``;
     the score is the best part's. A question of one part is decided as it is."""
     parts = question_parts(question)
     if len(parts) < 2:
@@ -119,10 +118,10 @@ def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
     verdicts = [d.verdict for d in decisions]
     if all(v == "answered" for v in verdicts):
         verdict = "answered"
-    elif any(v == "answered" for v in verdicts):
-        verdict = "partial"
-    else:  # no part answered: parts the evidence only touches do not make an answer
+    elif all(v == "not_found" for v in verdicts):
         verdict = "not_found"
+    else:
+        verdict = "partial"
     best = max(decisions, key=lambda d: d.score)
     reason = "by part: " + "; ".join(f"{p!r} {d.verdict} ({d.score:.2f})" for p, d in zip(parts, decisions,
                                                                                          strict=True))
