@@ -12,6 +12,7 @@ cites both pages (``hifirag_core.evaluation.two_part``).
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from hifirag_core.evaluation.two_part import gold_sections_found, paired_table
@@ -19,10 +20,13 @@ from hifirag_core.store.warehouse import Warehouse
 
 
 def _variant(warehouse: Warehouse, run_id: str) -> str:
-    rows = warehouse.query("SELECT variant FROM runs WHERE run_id = ?", [run_id]).rows
+    """The run's variant, with its ``--set`` overrides (an ablation of one variant reads apart from it)."""
+    rows = warehouse.query("SELECT variant, overrides_json FROM runs WHERE run_id = ?", [run_id]).rows
     if not rows:
         raise SystemExit(f"no run {run_id!r} in {warehouse.root}")
-    return str(rows[0][0])
+    variant, overrides = rows[0]
+    extra = [o for o in json.loads(overrides or "[]") if not o.startswith("corpus.")]
+    return f"{variant} ({', '.join(extra)})" if extra else str(variant)
 
 
 def main() -> None:
