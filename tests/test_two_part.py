@@ -94,17 +94,30 @@ def _decision(verdict: str, score: float) -> Decision:
     return Decision(verdict, score, "evidence", "evidence")  # type: ignore[arg-type]
 
 
-def test_answerability_by_parts_abstains_only_when_no_part_is_answered():
+def test_answerability_by_parts_keeps_an_answer_the_whole_question_would_abstain_on_and_never_abstains_more():
     question = "How do I copy a file, and what is a class?"
-    verdicts = {"How do I copy a file": _decision("answered", 0.9), "what is a class": _decision("not_found", 0.1)}
-    combined = by_parts(question, lambda part: verdicts[part])
-    assert combined.verdict == "partial" and combined.score == 0.9 and combined.method == "evidence+parts"
-    assert by_parts(question, lambda part: _decision("answered", 0.8)).verdict == "answered"
-    assert by_parts(question, lambda part: _decision("not_found", 0.2)).verdict == "not_found"
-    # one part: the question is judged whole
-    seen = []
-    by_parts("How do I copy a file?", lambda q: seen.append(q) or _decision("answered", 0.7))
-    assert seen == ["How do I copy a file?"]
+    whole_not_found = {question: _decision("not_found", 0.3)}
+
+    def judge(parts):
+        return lambda q: {**whole_not_found, **parts}[q]
+
+    mixed = by_parts(question, judge({"How do I copy a file": _decision("answered", 0.9),
+                                      "what is a class": _decision("not_found", 0.1)}))
+    assert mixed.verdict == "partial" and mixed.score == 0.9 and mixed.method == "evidence+parts"
+    both = by_parts(question, judge({"How do I copy a file": _decision("answered", 0.8),
+                                     "what is a class": _decision("answered", 0.7)}))
+    assert both.verdict == "answered"
+    neither = by_parts(question, judge({"How do I copy a file": _decision("not_found", 0.2),
+                                        "what is a class": _decision("not_found", 0.1)}))
+    assert neither.verdict == "not_found" and neither.method == "evidence"
+    # the whole question answered: its parts are not asked (a part judged alone never makes it abstain)
+    asked = []
+    kept = by_parts(question, lambda q: asked.append(q) or _decision("answered" if q == question else "not_found", 0.6))
+    assert kept.verdict == "answered" and asked == [question]
+    # one part: the question is judged whole, once
+    asked.clear()
+    by_parts("How do I copy a file?", lambda q: asked.append(q) or _decision("not_found", 0.1))
+    assert asked == ["How do I copy a file?"]
 
 
 def test_the_paired_table_counts_each_question_once_in_mcnemars_cells():

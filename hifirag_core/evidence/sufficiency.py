@@ -15,8 +15,8 @@ the question's own keywords added to a short part), never a query searched befor
 
 A variant that looks again also judges answerability **part by part** (:func:`by_parts`): the evidence
 score compares the whole question with one section at a time, so a question whose parts are answered by
-two different sections scores as if neither answered it. Each part is judged on its own; the answer
-abstains only when no part is answered.
+two different sections scores as if neither answered it. When the whole question's score says
+``not_found``, each part is judged on its own, and the answer abstains only when no part is answered.
 """
 
 from __future__ import annotations
@@ -108,21 +108,25 @@ def followup_queries(question: str, missing: Sequence[str], earlier: Sequence[st
 
 
 def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
-    """The answerability of a question of several parts from each part's own decision (``decide``):
-    ``answered`` when every part is, ``not_found`` when none is answered or partial, else ``partial``;
-    the score is the best part's. A question of one part is decided as it is."""
+    """The answerability of a question of several parts: the whole question's decision (``decide``), or
+    when that is ``not_found``, each part's own: ``answered`` when every part is, ``not_found`` when none
+    is answered or partial, else ``partial`` (the score the best part's). Judging by parts only ever
+    keeps an answer the whole question's judgment would abstain on: a part that leans on the rest of the
+    question ("Writing C is hard; are there any alternatives?") judged alone must not make one abstain."""
+    whole = decide(question)
     parts = question_parts(question)
-    if len(parts) < 2:
-        return decide(question)
+    if len(parts) < 2 or whole.verdict != "not_found":
+        return whole
     decisions = [decide(part) for part in parts]
     verdicts = [d.verdict for d in decisions]
     if all(v == "answered" for v in verdicts):
         verdict = "answered"
     elif all(v == "not_found" for v in verdicts):
-        verdict = "not_found"
+        return whole
     else:
         verdict = "partial"
     best = max(decisions, key=lambda d: d.score)
     reason = "by part: " + "; ".join(f"{p!r} {d.verdict} ({d.score:.2f})" for p, d in zip(parts, decisions,
                                                                                          strict=True))
-    return Decision(verdict, best.score, reason, f"{best.method}+parts", best.signals)
+    return Decision(verdict, best.score, f"{reason}; whole question: {whole.reason}", f"{best.method}+parts",
+                    best.signals)
