@@ -83,7 +83,8 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "The paper shows citations per claim but its prompt lists sources per answer."),
     ("research.enabled (final_deep)",
      "Not in the paper: a sufficiency check after section ranking and up to research.max_rounds follow-up "
-     "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours).",
+     "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours); offline, "
+     "a question of several parts the evidence score finds not_found is judged part by part before it abstains.",
      "The paper makes one pass; every peer searches again when its evidence is thin."),
     ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
      "What a stage keeps when the model's reply is unusable (recorded as parse_error).",
