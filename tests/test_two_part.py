@@ -132,3 +132,27 @@ def test_the_paired_table_counts_each_question_once_in_mcnemars_cells():
     assert table.mcnemar_p == 1.0
     one_way = paired_table({q: half for q in "abcdef"}, {q: hit for q in "abcdef"})
     assert one_way.system_only == 6 and one_way.mcnemar_p == pytest.approx(2 / 64)
+
+
+def test_a_gold_section_counts_when_kept_in_any_round_and_its_page_is_cited(tmp_path):
+    from hifirag_core.evaluation.two_part import gold_sections_found
+    from hifirag_core.records import AnswerRecord, QuestionRecord, SectionDecisionRecord, SectionRecord
+    from hifirag_core.store.warehouse import Warehouse
+
+    a, b = "https://docs.example/a.html", "https://docs.example/b.html"
+    w = Warehouse(tmp_path)
+    meta = {"gold_sections": [f"{a}#copy", f"{b}#class"], "part_questions": ["How do I copy?", "What is a class?"]}
+    w.write("questions", [QuestionRecord(query="How do I copy, and what is a class?", meta_json=json.dumps(meta),
+                                         gold_url=a, gold_anchor="copy")], run_id="r", stage="input", question_id="Q")
+    w.write("questions", [QuestionRecord(query="plain", gold_url=a)], run_id="r", stage="input", question_id="P")
+    rounds = {0: [(a, "s1", "copy", "How do I copy?"), (b, "s2", "other", "Other")],
+              1: [(b, "s3", "index-3", "What is a class?")]}
+    for rnd, secs in rounds.items():  # one write per table and round: a write replaces the round's rows
+        w.write("sections", [SectionRecord(url=u, section_id=i, anchor=an, heading=h, text="t") for u, i, an, h in secs],
+                run_id="r", stage="sections", question_id="Q", round=rnd)
+        w.write("section_decisions", [SectionDecisionRecord(url=u, section_id=i, kept=True, rank=1)
+                                      for u, i, _, _ in secs], run_id="r", stage="section_rank", question_id="Q",
+                round=rnd)
+    w.write("answers", [AnswerRecord(text="x", cited_urls=[b])], run_id="r", stage="answer", question_id="Q")
+    # the second section was kept in round 1, matched by its heading (its anchor differs); only b is cited
+    assert gold_sections_found(w, "r") == {"Q": [(True, False), (True, True)]}
