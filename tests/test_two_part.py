@@ -136,7 +136,13 @@ def test_the_paired_table_counts_each_question_once_in_mcnemars_cells():
 
 def test_a_gold_section_counts_when_kept_in_any_round_and_its_page_is_cited(tmp_path):
     from hifirag_core.evaluation.two_part import gold_sections_found
-    from hifirag_core.records import AnswerRecord, QuestionRecord, SectionDecisionRecord, SectionRecord
+    from hifirag_core.records import (
+        AnswerRecord,
+        QuestionRecord,
+        SectionDecisionRecord,
+        SectionRecord,
+        StageRunRecord,
+    )
     from hifirag_core.store.warehouse import Warehouse
 
     a, b = "https://docs.example/a.html", "https://docs.example/b.html"
@@ -154,5 +160,10 @@ def test_a_gold_section_counts_when_kept_in_any_round_and_its_page_is_cited(tmp_
                                       for u, i, _, _ in secs], run_id="r", stage="section_rank", question_id="Q",
                 round=rnd)
     w.write("answers", [AnswerRecord(text="x", cited_urls=[b])], run_id="r", stage="answer", question_id="Q")
+    w.write("stage_runs", [StageRunRecord(stage="section_rank", round=rnd) for rnd in rounds], run_id="r", stage=None,
+            question_id="Q")
     # the second section was kept in round 1, matched by its heading (its anchor differs); only b is cited
     assert gold_sections_found(w, "r") == {"Q": [(True, False), (True, True)]}
+    # a rerun that did not look again: round 1's rows are an earlier attempt's, not this run's
+    w.write("stage_runs", [StageRunRecord(stage="section_rank", round=0)], run_id="r", stage=None, question_id="Q")
+    assert gold_sections_found(w, "r") == {"Q": [(True, False), (False, True)]}

@@ -133,7 +133,9 @@ def gold_sections_found(warehouse: Warehouse, run_id: str) -> dict[str, list[tup
     """question -> per gold section (``gold_sections`` of the question's metadata), whether section ranking
     kept it in any round and whether the answer cites its page. A kept section is the gold one when its
     anchor is the gold anchor or its heading is that part's question (as the evidence funnel matches a FAQ
-    question's). Questions without ``gold_sections`` are left out."""
+    question's). Only rounds the run's ledger (``stage_runs``) holds count: a rerun under the same run id that
+    looks again fewer times leaves an earlier attempt's later rounds in the tables. Questions without
+    ``gold_sections`` are left out."""
     golds: dict[str, list[tuple[str, str, str]]] = {}
     for qid, meta_json in warehouse.query("SELECT question_id, meta_json FROM questions WHERE run_id = ?",
                                           [run_id]).rows:
@@ -146,7 +148,9 @@ def gold_sections_found(warehouse: Warehouse, run_id: str) -> dict[str, list[tup
     for qid, url, anchor, heading in warehouse.query(
             """SELECT d.question_id, split_part(s.url, '#', 1), coalesce(s.anchor, ''), coalesce(s.heading, '')
                FROM section_decisions d JOIN sections s USING (run_id, question_id, section_id)
-               WHERE d.run_id = ? AND d.kept""", [run_id]).rows:
+               WHERE d.run_id = ? AND d.kept
+                 AND EXISTS (SELECT 1 FROM stage_runs r WHERE r.run_id = d.run_id AND r.question_id = d.question_id
+                             AND r.stage = d.stage AND r.round = d.round)""", [run_id]).rows:
         kept.setdefault(qid, []).append((url, anchor, heading))
     cited = {qid: set(urls or []) for qid, urls in
              warehouse.query("SELECT question_id, cited_urls FROM answers WHERE run_id = ?", [run_id]).rows}
