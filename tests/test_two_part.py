@@ -167,3 +167,32 @@ def test_a_gold_section_counts_when_kept_in_any_round_and_its_page_is_cited(tmp_
     # a rerun that did not look again: round 1's rows are an earlier attempt's, not this run's
     w.write("stage_runs", [StageRunRecord(stage="section_rank", round=0)], run_id="r", stage=None, question_id="Q")
     assert gold_sections_found(w, "r") == {"Q": [(True, False), (False, True)]}
+
+
+@pytest.mark.parametrize(("variant", "by_part"), [("final_deep", True), ("final_abstain", False)])
+def test_only_the_variant_that_looks_again_judges_a_two_part_question_part_by_part(data_root, variant, by_part):
+    """Two sections, each answering one part of the question: the whole question's evidence score is read
+    against one section at a time; final_deep then asks each part, final_abstain stays with the whole."""
+    from hifirag_core.config import build_config, parse_overrides
+    from hifirag_core.llm.examples import ExampleSet
+    from hifirag_core.pipeline import stages
+    from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.pipeline.plan import RunContext
+    from hifirag_core.pipeline.variants import variant_overrides
+    from hifirag_core.pipeline.wiring import build_runtime
+    from hifirag_core.questions import Question
+    from hifirag_core.types import SourceDoc, SourceSection
+
+    cfg = build_config(variant_overrides(variant), parse_overrides(["generation.examples=none"]), variant=variant)
+    rt = build_runtime(RunContext(f"parts-{variant}", str(data_root), cfg, ExampleSet("", ())))
+    question = Question("Q", "How do I limit the bandwidth Tidewater uses during a sync, and what does error E204 mean?",
+                        None, 1)
+    sync = SourceSection("s1", ("Syncing folders", "Limiting bandwidth"), "Use the --max-rate option to cap how fast "
+                         "files are sent.")
+    errors = SourceSection("s2", ("Troubleshooting", "E204"), "This code means a file changed while it was being copied.")
+    sources = [SourceDoc(1, "https://t.example/sync", "Sync", "", (sync,)),
+               SourceDoc(2, "https://t.example/errors", "Errors", "", (errors,))]
+    decision = stages.answerability(question, sources, StageOutput(stage="draft"), rt)
+    # the whole question scores not_found against either section alone; its first part is found
+    assert "whole question" in decision.reason if by_part else decision.reason.startswith("evidence:")
+    assert (decision.verdict, decision.method) == (("partial", "evidence+parts") if by_part else ("not_found", "evidence"))
