@@ -184,6 +184,12 @@ def test_through_the_model_fakes_a_missing_part_is_searched_with_the_models_quer
                        [summary["run_id"]]).rows
     assert model == ("local-small",)  # the cheap model checks and plans
     assert summary["n_looked_again"] == 1
+    # the round read the page the first pass missed, and the writer wrote once over both rounds' evidence
+    (page,) = w.query("SELECT url FROM pages WHERE run_id = ? AND round = 1 AND status = 'ok'", [summary["run_id"]]).rows
+    assert page == (BASE_URL + "troubleshooting.html",)
+    (drafts, sources), = w.query("SELECT count(*), any_value(source_urls) FROM drafts WHERE run_id = ? AND stage = 'draft'",
+                                 [summary["run_id"]]).rows
+    assert drafts == 1 and {BASE_URL + "sync.html", BASE_URL + "troubleshooting.html"} <= set(sources)
 
 
 def test_the_stream_says_when_it_looks_again_and_why():

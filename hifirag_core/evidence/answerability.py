@@ -253,3 +253,28 @@ def abstention_text(sources: Sequence[SourceDoc], limit: int = SEE_ALSO) -> tupl
     lines = [NOT_FOUND_TEXT, "", "See also:"]
     lines += [f"- {s.title.strip() or s.url}: {s.url}" for s in closest]
     return "\n".join(lines), [s.url for s in closest]
+
+
+def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
+    """The answerability of a question of several parts: the whole question's decision (``decide``), or
+    when that is ``not_found``, each part's own: ``answered`` when every part is, ``not_found`` when none
+    is answered or partial, else ``partial`` (the score the best part's). Judging by parts only ever
+    keeps an answer the whole question's judgment would abstain on: a part that leans on the rest of the
+    question ("Writing C is hard; are there any alternatives?") judged alone must not make one abstain."""
+    whole = decide(question)
+    parts = question_parts(question)
+    if len(parts) < 2 or whole.verdict != "not_found":
+        return whole
+    decisions = [decide(part) for part in parts]
+    verdicts = [d.verdict for d in decisions]
+    if all(v == "answered" for v in verdicts):
+        verdict = "answered"
+    elif all(v == "not_found" for v in verdicts):
+        return whole
+    else:
+        verdict = "partial"
+    best = max(decisions, key=lambda d: d.score)
+    reason = "by part: " + "; ".join(f"{p!r} {d.verdict} ({d.score:.2f})" for p, d in zip(parts, decisions,
+                                                                                         strict=True))
+    return Decision(verdict, best.score, f"{reason}; whole question: {whole.reason}", f"{best.method}+parts",
+                    best.signals)

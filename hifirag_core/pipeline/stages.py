@@ -25,7 +25,7 @@ from hifirag_core.config import GenerationConfig, caps_apply
 from hifirag_core.corpus.store import normalize_url
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.errors import BackendError, TransientError, error_status
-from hifirag_core.evidence.answerability import CALIBRATION, abstention_text, strip_answerability
+from hifirag_core.evidence.answerability import CALIBRATION, abstention_text, by_parts, strip_answerability
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.evidence.answerability import decide as decide_answerability
 from hifirag_core.evidence.attribution import (
@@ -771,13 +771,20 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 
 def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
     """Whether the sources answer the question: the writer's own verdict when it was asked for one
-    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``)."""
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``),
+    part by part of the question in a variant that looks again (``hifirag_core.evidence.answerability.by_parts``)."""
     cfg = rt.cfg.answerability
     conversation = draft.value if isinstance(draft.value, Conversation) else None
-    return decide_answerability(
-        question.query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
-        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
-        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+    asked = writer_asked(rt)
+
+    def decide(query: str) -> Answerability:
+        return decide_answerability(
+            query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+            writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
+            calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+    # a variant that looks again judges the evidence part by part (the writer, when asked, judges the whole)
+    return by_parts(question.query, decide) if rt.cfg.research.enabled and not asked else decide(question.query)
 
 
 def abstains(decision: Answerability, rt: Runtime) -> bool:

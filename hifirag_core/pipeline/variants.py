@@ -92,7 +92,8 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "The paper shows citations per claim but its prompt lists sources per answer."),
     ("research.enabled (final_deep)",
      "Not in the paper: a sufficiency check after section ranking and up to research.max_rounds follow-up "
-     "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours).",
+     "rounds of search, filter, fetch and ranking aimed at what the evidence misses (two prompts of ours); offline, "
+     "a question of several parts the evidence score finds not_found is judged part by part before it abstains.",
      "The paper makes one pass; every peer searches again when its evidence is thin."),
     ("answerability.abstain (final_abstain), answerability.show (final_judged)",
      "Not in the paper: whether the sources answer the question (answered, partial, not_found), from a "
