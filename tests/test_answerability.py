@@ -19,6 +19,7 @@ from hifirag_core.evidence.answerability import (
     evidence_signals,
     parse_answerability,
     strip_answerability,
+    strip_answerability_so_far,
     verdict_for,
 )
 from hifirag_core.text import content_terms
@@ -139,3 +140,12 @@ def test_an_abstaining_answer_lists_the_closest_sources_and_cites_nothing():
     assert see_also == [f"https://docs.example/{n}.html" for n in (1, 2, 3)]
     assert "[1]" not in text and "- Page 1: https://docs.example/1.html" in text
     assert abstention_text([]) == (NO_SOURCES_TEXT, [])
+
+
+def test_a_reply_still_arriving_never_shows_its_answerability_line_and_only_grows():
+    reply = "Use the --max-rate option.\nAnother way is a limit file.\n**ANSWERABILITY:** answered - the sync page says so"
+    shown = [strip_answerability_so_far(reply[:n]) for n in range(1, len(reply) + 1)]
+    assert all(b.startswith(a) for a, b in zip(shown, shown[1:]))  # a held-back line never makes it shrink
+    assert shown[-1] == "Use the --max-rate option.\nAnother way is a limit file."
+    assert not any("answerab" in s.lower() for s in shown)
+    assert strip_answerability_so_far('Done.\n{"answerability": "parti') == "Done."

@@ -400,7 +400,10 @@ def test_run_shows_the_draft_growing_while_the_writer_streams_it_then_the_refine
     growing = [steps.split(STEP_SEPARATOR)[-1] for steps in drafting]
     assert len(growing) >= 2, stream.raw
     texts = [step.split("\n\n", 1)[1].strip() for step in growing]
-    assert all(len(b) > len(a) and b.startswith(a) for a, b in zip(texts, texts[1:], strict=False)), texts
+    # an idle stream repeats its last message as a heartbeat (a loaded machine can leave the writer quiet that
+    # long): a repeat is not a step back, every new text extends the one before
+    texts = [t for i, t in enumerate(texts) if i == 0 or t != texts[i - 1]]
+    assert len(texts) >= 2 and all(len(b) > len(a) and b.startswith(a) for a, b in zip(texts, texts[1:], strict=False)), texts
     # every growing draft came before the answer, each in place of the one before (one step, not one per piece)
     assert kinds.index("writing") < kinds.index("final") and "writing" not in kinds[kinds.index("final"):]
     assert len({steps.count(STEP_SEPARATOR) for steps in drafting}) == 1

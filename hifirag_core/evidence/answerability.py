@@ -222,6 +222,20 @@ def strip_answerability(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", cleaned).strip()
 
 
+_MARKUP = re.compile(r"^[ \t>*_`#{\"'-]+")
+
+
+def strip_answerability_so_far(text: str) -> str:
+    """A reply still arriving, as a reader may see it: without its answerability line(s), and without a last
+    line that is, or may become, one ("**", "**Answerab", '{"answerability": "part'). What is shown only grows:
+    a last line held back is shown once it can no longer be the answerability line."""
+    head, _, last = text.rpartition("\n")
+    key = _MARKUP.sub("", last).lower()
+    if last.strip() and (key.startswith("answerability") or "answerability".startswith(key.rstrip())):
+        text = head
+    return strip_answerability(text)
+
+
 def decide(question: str, sources: Sequence[SourceDoc], similarity: Similarity, *, writer_reply: str | None,
            ask_writer: bool, calibration: Calibration, threshold: float, partial_below: float) -> Decision:
     """The writer's own verdict when it was asked for one and gave it, else the evidence's."""

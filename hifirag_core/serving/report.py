@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hifirag_core.evidence.answerability import strip_answerability_so_far
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.specs import ANSWER_STAGE, spec, writer_outputs
 from hifirag_core.pipeline.stages import final_text
@@ -102,6 +103,7 @@ _WRITING = {"draft": "Draft", "refine": "Refining"}
 def writing_step(stage: str, text: str) -> str:
     """The step of a pass still being written: its name, how far it is, and the text so far."""
     name = _WRITING.get(stage, stage.capitalize())
+    text = strip_answerability_so_far(text)  # the writer's verdict line is for the pipeline, not the reader
     words = len(text.split())
     return f"**{name}** (writing): {words} word{'s' if words != 1 else ''} so far.\n\n{text.strip()}"
 
