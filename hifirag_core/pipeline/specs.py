@@ -24,6 +24,7 @@ from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import stages, steps
+from hifirag_core.pipeline.cpu import metered
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question
@@ -280,10 +281,12 @@ class StageSpec:
                                       error=message), round)
 
     def run(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> StageOutput:
-        """Compute the stage: its output stamped with its name, its round and the seconds it took."""
+        """Compute the stage: its output stamped with its name, its round, the seconds and the CPU seconds it took."""
         began = time.perf_counter()
-        output = self.compute(question, **params, rt=rt)
+        with metered() as cpu:
+            output = self.compute(question, **params, rt=rt)
         output.compute_seconds = _seconds(time.perf_counter() - began)
+        output.cpu_seconds = _seconds(cpu.seconds)
         return self.stamp(output, round)
 
     def stamp(self, output: StageOutput, round: int = 0) -> StageOutput:
