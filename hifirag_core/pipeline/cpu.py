@@ -61,4 +61,5 @@ def _counted(fn: Callable[..., T], *args: Any) -> T:
 def in_context(fn: Callable[..., T]) -> Callable[..., T]:
     """``fn`` to run in another thread with this thread's context (deadline, meter), its CPU time counted."""
     context = contextvars.copy_context()
-    return lambda *args: context.run(_counted, fn, *args)
+    # a copy per call: one context cannot be entered by two threads at once (a pool maps over many)
+    return lambda *args: context.copy().run(_counted, fn, *args)
