@@ -253,14 +253,14 @@ def _words(text: str | None, n: int = 4) -> str | None:
 
 
 def first_words(asked: Asked, draft: str | None, answer: str | None) -> tuple[float | None, str]:
-    """When the first event carrying the draft's or the answer's opening words came, and which it was."""
-    openings = {"draft": _words(draft), "answer": _words(answer)}
+    """When the first event carrying the opening words of the draft or of the answer came, and where they were:
+    in ``final_report`` (the answer's pieces) or in ``intermediate_steps`` (a growing draft)."""
+    openings = [o for o in (_words(draft), _words(answer)) if o]
     for at, message in asked.messages:
-        said = " ".join(re.findall(r"[A-Za-z0-9][\w'-]*", " ".join(
-            str(message.get(k) or "") for k in ("intermediate_steps", "final_report"))))
-        for what, opening in openings.items():
-            if opening and opening in said:
-                return at, what
+        for where in ("final_report", "intermediate_steps"):
+            said = " ".join(re.findall(r"[A-Za-z0-9][\w'-]*", str(message.get(where) or "")))
+            if any(o in said for o in openings):
+                return at, where
     return None, "none"
 
 
@@ -350,7 +350,7 @@ def report(modes: list[dict], n: int) -> list[str]:
         origin = sorted({r["first_words_from"] for r in rows})
         out.append(f"  {m['label']}: whole answer p50 / its ordering's critical path p50 = {whole / path:.2f} "
                    f"(target <= 1.10); first words p50 / whole p50 = {words / whole:.2f} (target <= 0.60; "
-                   f"first words came with the {', '.join(origin)}); answered {sum(r['answered'] for r in rows)}/{len(rows)}")
+                   f"first words came in {', '.join(origin)}); answered {sum(r['answered'] for r in rows)}/{len(rows)}")
     out.append("")
     out.append("  CPU seconds per question by stage (stage_runs.cpu_seconds, computed stages; and wall seconds)")
     out.append(f"  {'stage':<14}" + "".join(f"{m['label'] + ' cpu':>12}{m['label'] + ' wall':>13}" for m in modes))
