@@ -423,14 +423,15 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         assert isinstance(page, PageRecord)
         if not page.ok or page.content_sha256 is None:
             continue
-        early = rt.early.take(_sections_key(page))
+        early = rt.early.take(_sections_key(question, page))
         records.extend(early if early is not None else page_sections(page, rt))
     return StageOutput(records=records)
 
 
-def _sections_key(page: PageRecord) -> tuple:
-    """Everything of a page that its sections depend on (with the runtime's config)."""
-    return ("sections", page.url, page.content_sha256, page.kind, page.final_url, page.content_type)
+def _sections_key(question: Question, page: PageRecord) -> tuple:
+    """Everything of a page that its sections depend on (with the runtime's config), and the question whose
+    stage takes them (two questions in flight never take each other's work)."""
+    return ("sections", question.id, page.url, page.content_sha256, page.kind, page.final_url, page.content_type)
 
 
 def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
@@ -552,8 +553,10 @@ def judge_page(question: Question, overview: PageOverview, previews: list[Sectio
 
 def _ranking_key(question: Question, overview: PageOverview, previews: list[SectionPreview], per_page: int | None,
                  rt: Runtime) -> tuple:
-    """Everything a page's ranking depends on (with the runtime's config and filter model)."""
-    return ("ranking", question.query, overview, tuple(previews), per_page, rt.cfg.section_rank.enabled)
+    """Everything a page's ranking depends on (with the runtime's config and filter model), and the question
+    whose stage takes it."""
+    return ("ranking", question.id, question.query, overview, tuple(previews), per_page,
+            rt.cfg.section_rank.enabled)
 
 
 def _sections_per_page(rt: Runtime) -> int | None:
@@ -564,6 +567,8 @@ def _sections_per_page(rt: Runtime) -> int | None:
 def _page_pipeline(question: Question, decisions: StageOutput, rt: Runtime, n_pages: int) -> PagePipeline:
     """Where the fetch stage sends each page as it arrives: with ``limits.overlap``, on to its sections and
     its ranking (``hifirag_core.pipeline.overlap``), which the next two stages then take; else nowhere."""
+    if not rt.cfg.limits.overlap:
+        return PagePipeline(rt.early, None, workers=0)
     chars = rt.cfg.section_rank.preview_chars
     snippets = {r.url: r for r in kept_urls(decisions)}
     per_page = _sections_per_page(rt)
@@ -574,14 +579,14 @@ def _page_pipeline(question: Question, decisions: StageOutput, rt: Runtime, n_pa
         if not page.ok or page.content_sha256 is None:
             return
         found = page_sections(page, rt)
-        yield _sections_key(page), found
+        yield _sections_key(question, page), found
         secs = [sec for sec in found if sec.ok and sec.text]
         if rank and secs:
             overview, previews = _page_to_rank(page, secs, snippets, chars)
             yield (_ranking_key(question, overview, previews, per_page, rt),
                    judge_page(question, overview, previews, per_page, rt))
 
-    return PagePipeline(rt.early, follow if rt.cfg.limits.overlap else None, workers=min(PAGE_PARALLELISM, n_pages))
+    return PagePipeline(rt.early, follow, workers=min(PAGE_PARALLELISM, n_pages))
 
 
 def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
