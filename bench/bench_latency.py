@@ -31,12 +31,16 @@ text they are: the writer's first token when the draft streams, the last call (c
 It prints p50 and p95, and each stage's CPU seconds per question (``stage_runs.cpu_seconds``). Nothing
 is asserted.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_latency.py --questions 20
+With ``--limits server`` (the default) the service counts rate limits and budgets on a Prefect server, as a
+deployment does (every paid call takes its start there); ``--limits process`` lets it count them in memory.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_latency.py --questions 20 [--limits process]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import heapq
 import json
@@ -149,7 +153,9 @@ class LatencyModel:
             url = request.param("url") or request.param("query") or ""
             return Call("scrapingdog", "scrape", request.at, SCRAPE.draw(self.rng("scrape", url)), key=url)
         body = request.json() or {}
-        prompt = "".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+        users = [c for c in body.get("contents", []) if c.get("role", "user") == "user"]
+        # the last user turn says what is asked (a refine request carries the draft's turns before it)
+        prompt = "".join(p.get("text", "") for p in (users[-1].get("parts", []) if users else []))
         kind = llm_brain.prompt_kind(prompt)
         model = request.path.rsplit("/", 1)[-1].split(":", 1)[0]
         usage = (response.body if isinstance(response.body, dict) else {}).get("usageMetadata", {})
@@ -288,7 +294,8 @@ def run_mode(label: str, overlap: bool, questions: list[str], base: Path, model:
     args = [f"--set={o}" for o in (*fake_overrides, f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}",
                                    f"limits.overlap={str(overlap).lower()}", "limits.concurrency=1")]
     results = []
-    with hifirag_service(root, *args, env={"PREFECT_API_URL": api}, log_path=OUT / f"service-{label}.log") as url:
+    env = {"PREFECT_API_URL": api} if api else {}  # without one the service starts its own temporary server
+    with hifirag_service(root, *args, env=env, log_path=OUT / f"service-{label}.log") as url:
         for n, q in enumerate(questions, 1):
             asked = ask(url, q)
             results.append(asked)
@@ -328,9 +335,12 @@ def pct(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)] if ordered else float("nan")
 
 
-def report(modes: list[dict], n: int) -> list[str]:
+def report(modes: list[dict], n: int, limits: str = "server") -> list[str]:
+    where = ("rate limits and budget counted on a Prefect server (PREFECT_API_URL)" if limits == "server"
+             else "rate limits and budget counted in the service's process")
     out = [f"\n/run, one question at a time, {n} FAQ questions (docs corpus, FAQ pages excluded), cold caches,"
-           f" real clients against latency-drawing fakes ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})",
+           f" real clients against latency-drawing fakes ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f});"
+           f" {where}",
            "  seconds, p50 / p95 over the questions; critical paths from the calls each question made", ""]
     head = f"  {'':<34}" + "".join(f"{m['label'] + (' (overlap)' if m['overlap'] else ' (no overlap)'):>26}" for m in modes)
     out.append(head)
@@ -378,12 +388,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument("--limits", choices=("server", "process"), default="server",
+                        help="server: the service talks to a Prefect server started here (PREFECT_API_URL, as a "
+                             "deployment does), which counts rate limits and budgets for every process; process: "
+                             "it starts its own temporary server and counts them in memory")
     parser.add_argument("--report-only", action="store_true", help="re-print the last result")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.report_only:
-        result = json.loads((OUT / "result.json").read_text())
-        print("\n".join(report(result["modes"], result["questions"])))
+        result = json.loads((OUT / f"result-{args.limits}.json").read_text())
+        print("\n".join(report(result["modes"], result["questions"], args.limits)))
         return
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
@@ -396,8 +410,8 @@ def main() -> None:
     questions = [q.query for q in plan_run(str(FAQ), sample=args.questions).questions.questions]
     model = LatencyModel(args.seed)
     modes = []
-    with fake_services(search=web.search, page=web.page) as fakes, fakes.environment(), \
-            prefect_server(OUT / "prefect-home") as api:
+    server = prefect_server(OUT / "prefect-home") if args.limits == "server" else contextlib.nullcontext(None)
+    with fake_services(search=web.search, page=web.page) as fakes, fakes.environment(), server as api:
         fakes.gemini.thinking_tokens.update(THINKING)
         model.attach(fakes.gemini, "gemini")
         model.attach(fakes.google, "google")
@@ -406,9 +420,10 @@ def main() -> None:
         overrides = fakes.config_overrides_pairs(llm="gemini", search="google", fetch="scrapingdog")
         for label, overlap in MODES:
             modes.append(run_mode(label, overlap, questions, base, model, overrides, api))
-    (OUT / "result.json").write_text(json.dumps({"questions": len(questions), "modes": modes}, indent=1, default=str))
-    text = "\n".join(report(modes, len(questions)))
-    (OUT / "report.txt").write_text(text + "\n")
+    (OUT / f"result-{args.limits}.json").write_text(json.dumps({"questions": len(questions), "modes": modes},
+                                                                 indent=1, default=str))
+    text = "\n".join(report(modes, len(questions), args.limits))
+    (OUT / f"report-{args.limits}.txt").write_text(text + "\n")
     print(text)
     print(f"\n  medians of the critical paths: old {statistics.median(r['old'] for r in modes[0]['rows']):.2f} s, "
           f"new {statistics.median(r['new'] for r in modes[0]['rows']):.2f} s (the same calls, before)")
