@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from hifirag_core.pipeline.cpu import in_context
+from hifirag_core.cpu import in_context
 from hifirag_core.records import PageRecord
 
 # Early results waiting for their stage, per process runtime. A question's are taken within seconds;

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import stages, steps
-from hifirag_core.pipeline.cpu import metered
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question

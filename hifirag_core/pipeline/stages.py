@@ -25,6 +25,7 @@ import numpy as np
 
 from hifirag_core.config import GenerationConfig, caps_apply
 from hifirag_core.corpus.store import normalize_url
+from hifirag_core.cpu import in_context
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.evidence.answerability import (
@@ -43,7 +44,6 @@ from hifirag_core.evidence.attribution import (
     strip_markers,
 )
 from hifirag_core.pipeline.context import ContextLimit, context_limit
-from hifirag_core.pipeline.cpu import in_context
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import PagePipeline
 from hifirag_core.pipeline.runtime import Runtime

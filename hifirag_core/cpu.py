@@ -5,7 +5,9 @@ the overlapped work of ``hifirag_core.pipeline.overlap``). ``time.process_time``
 other questions in flight and Prefect's own threads; ``time.thread_time`` of the stage's thread alone
 would miss its pools. So the stage opens a :class:`CpuMeter` in a context variable, and each piece of
 work a stage submits to a pool runs through :func:`in_context`, which copies the context (the question's
-deadline travels the same way) and adds that thread's CPU time to the meter.
+deadline travels the same way) and adds that thread's CPU time to the meter. The embedder's encoding
+threads (``hifirag_core.retrieval.embeddings``) do the same, so MiniLM's forward passes count for the stage
+that asked for them.
 """
 
 from __future__ import annotations
