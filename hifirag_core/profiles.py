@@ -52,10 +52,12 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
              "backends.fetch=http")),
     Profile("openai", "an OpenAI-compatible server for both model roles (vLLM, Ollama, OpenAI) over the local "
             "corpus; openai:MODEL@URL", _OPENAI, takes_model=True),
+    # the writer does not stream: llama-cpp-python's server sends no usage in a stream, and its calls' tokens
+    # (and a token budget) would go uncounted
     Profile("llama-cpp", "a llama.cpp server (llama-cpp-python) for both model roles over the local corpus: its "
-            "JSON format, one question at a time, temperature 0; llama-cpp:MODEL@URL",
+            "JSON format, one question at a time, temperature 0, the writer not streamed; llama-cpp:MODEL@URL",
             (*_OPENAI, "models.openai_response_format=json_object_schema", "limits.concurrency=1",
-             "models.temperature=0"), takes_model=True),
+             "models.temperature=0", "limits.stream_writer=false"), takes_model=True),
 )}
 
 

@@ -132,7 +132,8 @@ def pipeline_overrides(base_url: str, *, caps: str = "auto") -> list[str]:
     a schema-constrained reply costs a grammar check over Gemma's 262k-token vocabulary) and greedy
     (temperature 0), so a run repeats; one search query per question; calls wait long and questions
     run one at a time: the server serves one completion at a time, and the refine pass then reuses the
-    draft's prompt from its cache.
+    draft's prompt from its cache. The writer does not stream: llama-cpp-python's server sends no usage in a
+    stream, and these tests check every call's tokens against the server's own counts.
     """
     return ["backends.filter_llm=openai", "backends.writer_llm=openai", f"models.openai_base_url={base_url}",
             "models.openai_api_key_optional=true", f"models.filter={MODEL_ALIAS}", f"models.writer={MODEL_ALIAS}",
@@ -140,7 +141,7 @@ def pipeline_overrides(base_url: str, *, caps: str = "auto") -> list[str]:
             "models.filter_max_tokens=48", "models.writer_max_tokens=64", "models.temperature=0",
             "query_plan.max_queries=1",
             "limits.concurrency=1", "limits.llm_timeout_s=900", "limits.deadline_s=7200", "limits.retries=1",
-            f"limits.caps={caps}"]
+            f"limits.caps={caps}", "limits.stream_writer=false"]
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,43 @@ def test_the_default_variant_abstains_on_what_the_site_does_not_cover_and_answer
     assert set(recomputed) == {"citations", "answer"}
 
 
+def test_final_judged_answers_everything_and_shows_the_decision_beside_the_answer(tmp_path, data_root, run_flow):
+    from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
+    from hifirag_core.records import AnswerRecord
+    from hifirag_core.serving.report import render_report
+    from hifirag_core.serving.settings import ServiceSettings, service_config
+
+    # issue 26: the default (of run and of the service) abstains once the calibration meets the transfer
+    # targets, as it does; final_judged is the default that never abstains while it does not
+    cfg = service_config(ServiceSettings(data_root=data_root))
+    assert cfg.variant == DEFAULT_RUN_VARIANT == "final_abstain" and cfg.answerability.abstain
+    judged = service_config(ServiceSettings(data_root=data_root, variant="final_judged"))
+    assert (judged.answerability.show, judged.answerability.abstain) == (True, False)
+    questions = write_questions(tmp_path / "mixed.jsonl", [*QUESTIONS[:2], *OFF_TOPIC])
+    summary = run_flow(questions, variant="final_judged")
+    assert summary["n_abstained"] == 0
+    rows = {r[0]: r for r in Warehouse(data_root).query(
+        "SELECT question_id, text, answerability, abstained, note, cited_urls, cited_text FROM answers "
+        "WHERE run_id = ?", [summary["run_id"]]).rows}
+    for qid in ("T1", "T2"):
+        _, text, verdict, abstained, note, cited, _ = rows[qid]
+        assert verdict in ("answered", "partial") and not abstained and note.startswith(f"Answerability: {verdict}")
+    shown = [qid for qid in ("U1", "U2") if rows[qid][1]]  # a question no page matches has no text at all
+    for qid in shown:
+        _, text, verdict, abstained, note, cited, cited_text = rows[qid]
+        assert (verdict, abstained) == ("not_found", False) and NOT_FOUND_TEXT not in text
+        assert "may not answer this question" in note and "Answerability" not in text
+        report = render_report(AnswerRecord(text=text, cited_urls=cited, cited_text=cited_text, note=note))
+        assert report.markdown.endswith(f"_{note}_") and report.text == text
+    assert shown
+    paper = run_flow(questions, variant="final")  # the same answers, without the note
+    texts = dict(Warehouse(data_root).query("SELECT question_id, text FROM answers WHERE run_id = ?",
+                                            [paper["run_id"]]).rows)
+    assert all(texts[q] == rows[q][1] for q in rows)
+    assert Warehouse(data_root).query("SELECT count(*) FROM answers WHERE run_id = ? AND note IS NOT NULL",
+                                      [paper["run_id"]]).rows[0][0] == 0
+
+
 def test_an_llm_writer_is_asked_whether_the_sources_answer_and_its_line_never_reaches_the_answer(
         tmp_path, data_root, run_flow):
     questions = write_questions(tmp_path / "mixed.jsonl", [*QUESTIONS[:1], *OFF_TOPIC[:1]])

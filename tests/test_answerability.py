@@ -11,6 +11,7 @@ from hifirag_core.evidence.answerability import (
     CALIBRATION,
     NO_SOURCES_TEXT,
     NOT_FOUND_TEXT,
+    SIGNALS,
     Calibration,
     EvidenceSignals,
     abstention_text,
@@ -87,12 +88,26 @@ def test_signals_are_high_when_a_section_is_about_the_question_and_low_otherwise
     assert evidence_signals("anything", [], _overlap_similarity) == EvidenceSignals(0.0, 0.0, 0.0)
 
 
+def test_the_weakest_part_of_a_two_part_question_is_what_the_part_signals_read():
+    question = "How do I limit the bandwidth of a sync, and how do I vacuum a sqlite database?"
+    one_part = evidence_signals(question, [SYNC], _overlap_similarity)  # the sync page covers the first part only
+    both = evidence_signals(question, [SYNC, DATABASE], _overlap_similarity)
+    assert one_part.part_coverage == 0.0 and one_part.part_sentence == 0.0
+    assert one_part.coverage >= 0.5 and one_part.sentence > 0.0  # the whole question looks half answered
+    assert both.part_coverage >= 0.5 and both.part_sentence > 0.0
+    single = evidence_signals("How do I limit the bandwidth of a sync?", [SYNC], _overlap_similarity)
+    assert (single.part_coverage, single.part_sentence) == (single.coverage, single.sentence)
+
+
 def test_the_calibration_is_a_probability_that_grows_with_every_signal():
-    low = CALIBRATION.probability(EvidenceSignals(0.2, 0.2, 0.2))
-    high = CALIBRATION.probability(EvidenceSignals(0.8, 0.8, 1.0))
+    low = CALIBRATION.probability(EvidenceSignals(0.2, 0.2, 0.2, 0.2, 0.2))
+    high = CALIBRATION.probability(EvidenceSignals(0.8, 0.8, 1.0, 1.0, 0.8))
     assert 0.0 < low < 0.5 < high < 1.0
-    for field in ("section", "sentence", "coverage"):
+    for field in SIGNALS:
         assert getattr(CALIBRATION, field) >= 0.0, field
+    only_parts = Calibration(intercept=-1.0, section=0.0, sentence=0.0, coverage=0.0, note="t", part_coverage=2.0)
+    assert only_parts.probability(EvidenceSignals(0.0, 0.0, 1.0, 1.0, 0.0)) > 0.5 > \
+        only_parts.probability(EvidenceSignals(0.0, 0.0, 1.0, 0.0, 0.0))
 
 
 def test_verdicts_follow_the_thresholds():

@@ -130,3 +130,31 @@ def test_looking_again_on_the_local_server(model_server, tmp_path, data_root, ru
                     [run_id]).rows
     assert calls and all(tokens and tokens > 0 for _, tokens in calls)
     print(f"\nfinal_deep on the local server: checks {checks}; rounds {first['follow_up_rounds']}")
+
+
+def test_a_streamed_draft_from_the_local_server_is_its_whole_reply_with_usage_unknown(model_server):
+    """llama-cpp-python streams ``chat.completion.chunk`` events but sends no usage in them: the streamed draft is
+    the reply the server gives without streaming, grown piece by piece, and its tokens stay unknown."""
+    from hifirag_core.backends.factory import build_guards, build_writer_model
+    from hifirag_core.config import build_config
+    from hifirag_core.llm.streaming import listening
+    from hifirag_core.types import SourceDoc, SourceSection
+
+    sources = [SourceDoc(1, "https://docs.python.org/3/library/venv.html", "venv", "", (SourceSection(
+        "s1", ("venv",), "Virtual environments are created by executing the venv module: python -m venv DIR."),))]
+    drafts = {}
+    seen: list[str] = []
+    for stream in (False, True):
+        cfg = build_config(overrides={
+            "backends": {"filter_llm": "openai", "writer_llm": "openai"},
+            "models": {"writer": MODEL_ALIAS, "openai_base_url": model_server, "openai_api_key_optional": True,
+                       "writer_max_tokens": 16, "temperature": 0},
+            "limits": {"stream_writer": stream, "llm_timeout_s": 900, "retries": 0}})
+        writer = build_writer_model(cfg, guards=build_guards(cfg), env={})
+        with listening(lambda _stage, text: seen.append(text)):
+            drafts[stream] = writer.draft("How do I create a Python virtual environment?", sources, max_words=100)
+    plain, streamed = drafts[False], drafts[True]
+    assert streamed.status == plain.status and streamed.value.last_reply == plain.value.last_reply
+    assert plain.calls[0].tokens_in and streamed.calls[0].tokens_in is None and streamed.calls[0].tokens_out is None
+    assert len(seen) > 1 and seen[-1] == streamed.value.last_reply
+    assert all(b.startswith(a) for a, b in zip(seen, seen[1:], strict=False))

@@ -23,9 +23,11 @@ TWO_PART = "How do I limit the bandwidth Tidewater uses during a sync, and what 
 ONE_PAGE = ["url_filter.max_urls=1", "fetch.max_pages=1"]
 
 
-def _questions(tmp_path, *queries: str):
+def _questions(tmp_path, *queries: str, gold: dict[str, dict] | None = None):
+    """A question file (R1, R2, ...); ``gold`` gives a question's ``gold_url`` and ``gold_anchor`` by its id."""
     path = tmp_path / "two-part.jsonl"
-    path.write_text("".join(json.dumps({"iid": f"R{i}", "query": q}) + "\n" for i, q in enumerate(queries, 1)))
+    rows = [{"iid": f"R{i}", "query": q, **(gold or {}).get(f"R{i}", {})} for i, q in enumerate(queries, 1)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
@@ -121,7 +123,10 @@ def test_the_paper_rows_never_check_or_look_again(data_root):
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_two_part_question_looks_again_finds_the_other_page_and_cites_both(tmp_path, data_root, run_flow):
-    questions = _questions(tmp_path, TWO_PART, "How do I limit the bandwidth Tidewater uses during a sync?")
+    # the gold of the part the first pass misses: the funnel says it was kept in the follow-up round
+    e204 = {"gold_url": BASE_URL + "troubleshooting.html", "gold_anchor": "error-e204-checksum-mismatch"}
+    questions = _questions(tmp_path, TWO_PART, "How do I limit the bandwidth Tidewater uses during a sync?",
+                           gold={"R1": e204})
     summary = run_flow(questions, ONE_PAGE, variant="final_deep")
     assert summary["n_answered"] == 2 and summary["n_looked_again"] == 1 and summary["follow_up_rounds"] == 1
     w = Warehouse(data_root)
@@ -141,6 +146,11 @@ def test_a_two_part_question_looks_again_finds_the_other_page_and_cites_both(tmp
     assert page == (BASE_URL + "troubleshooting.html",)
     (cited,) = w.query("SELECT cited_urls FROM answers WHERE run_id = ? AND question_id = 'R1'", [run_id]).rows[0]
     assert set(cited) == {BASE_URL + "sync.html", BASE_URL + "troubleshooting.html"}
+    (funnel,) = w.query("SELECT gold_kept_round, rounds FROM evidence_funnel WHERE run_id = ?", [run_id]).rows
+    assert funnel == (1, 1)
+    (share, mean_rounds) = w.query("SELECT kept_in_follow_up, follow_up_rounds FROM evidence_funnel_summary "
+                                   "WHERE run_id = ?", [run_id]).rows[0]
+    assert (share, mean_rounds) == (1.0, 1.0)  # one question with a known gold place, found in round 1
 
     again = run_flow(questions, ONE_PAGE, variant="final_deep")  # every round is cached by its inputs
     assert again["stage_computations"] == 0 and again["n_looked_again"] == 1
@@ -174,6 +184,12 @@ def test_through_the_model_fakes_a_missing_part_is_searched_with_the_models_quer
                        [summary["run_id"]]).rows
     assert model == ("local-small",)  # the cheap model checks and plans
     assert summary["n_looked_again"] == 1
+    # the round read the page the first pass missed, and the writer wrote once over both rounds' evidence
+    (page,) = w.query("SELECT url FROM pages WHERE run_id = ? AND round = 1 AND status = 'ok'", [summary["run_id"]]).rows
+    assert page == (BASE_URL + "troubleshooting.html",)
+    (drafts, sources), = w.query("SELECT count(*), any_value(source_urls) FROM drafts WHERE run_id = ? AND stage = 'draft'",
+                                 [summary["run_id"]]).rows
+    assert drafts == 1 and {BASE_URL + "sync.html", BASE_URL + "troubleshooting.html"} <= set(sources)
 
 
 def test_the_stream_says_when_it_looks_again_and_why():

@@ -20,6 +20,7 @@ import pytest
 
 from hifirag_core.evaluation.export import check_submission
 from hifirag_core.pipeline.specs import BASE_STAGES
+from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
 from hifirag_core.serving.report import UNCHECKED_DRAFT
 from hifirag_core.store.warehouse import Warehouse
@@ -131,7 +132,10 @@ def test_health_answers_json(offline):
     url, _ = offline
     response = httpx.get(f"{url}/health", timeout=30)
     assert response.status_code == 200 and response.json()["status"] == "ok"
-    assert response.json()["run_id"].startswith("service-offline-final-")
+    # the service's default variant is hifirag run's (issue 26: final_abstain, the judgment meeting the
+    # transfer targets)
+    assert response.json()["variant"] == DEFAULT_RUN_VARIANT == "final_abstain"
+    assert response.json()["run_id"].startswith(f"service-offline-{DEFAULT_RUN_VARIANT}-")
 
 
 def test_run_streams_the_plan_the_urls_and_sections_kept_then_the_answer_and_its_citations(offline):
@@ -376,3 +380,36 @@ def test_no_response_holds_a_secret_or_a_traceback_even_when_the_writer_fails(sl
     status = Warehouse(root).query("SELECT status FROM drafts WHERE question_id = ? AND stage = 'draft'",
                                    [stream.question_id]).rows
     assert status and status[0][0] != "ok"
+
+
+def test_run_shows_the_draft_growing_while_the_writer_streams_it_then_the_refined_answer(slow, slow_writer):
+    url, root = slow
+    assert _wait_for(lambda: _idle(url))
+    slow_writer.stream_gap_s, slow_writer.stream_words = 0.15, 2  # the draft arrives over a few seconds
+    try:
+        stream = Stream(url, "What happens in Tidewater when the same file changed on both sides?")
+    finally:
+        slow_writer.stream_gap_s, slow_writer.stream_words = 0.0, 4
+    assert stream.problems == [], stream.raw
+    assert slow_writer.streamed["draft"] >= 1 and slow_writer.streamed["refine"] >= 1
+    kinds = [("final" if m["final_report"] is not None else
+              "writing" if "(writing)" in m["intermediate_steps"].split(STEP_SEPARATOR)[-1] else "step")
+             for m in stream.messages]
+    drafting = [m["intermediate_steps"] for m in stream.messages
+                if m["is_intermediate"] and m["intermediate_steps"].split(STEP_SEPARATOR)[-1].startswith("**Draft** (writing)")]
+    growing = [steps.split(STEP_SEPARATOR)[-1] for steps in drafting]
+    assert len(growing) >= 2, stream.raw
+    texts = [step.split("\n\n", 1)[1].strip() for step in growing]
+    assert all(len(b) > len(a) and b.startswith(a) for a, b in zip(texts, texts[1:], strict=False)), texts
+    # every growing draft came before the answer, each in place of the one before (one step, not one per piece)
+    assert kinds.index("writing") < kinds.index("final") and "writing" not in kinds[kinds.index("final"):]
+    assert len({steps.count(STEP_SEPARATOR) for steps in drafting}) == 1
+    # the finished stages replaced the growing steps: the thinking ends as it does without streaming
+    last = stream.messages[-1]
+    names = [s.split("**")[1] for s in last["intermediate_steps"].split(STEP_SEPARATOR)]
+    assert names[-3:] == ["Draft", "Refined", "Citations checked"] and "(writing)" not in last["intermediate_steps"]
+    assert last["complete"] is True and last["final_report"].strip()
+    # the warehouse holds the whole draft, which the last growing text begins
+    (draft,), = Warehouse(root).query("SELECT text FROM drafts WHERE question_id = ? AND stage = 'draft'",
+                                      [stream.question_id]).rows
+    assert draft.strip().startswith(texts[-1]) and len(texts[0]) < len(draft.strip())

@@ -175,6 +175,17 @@ def test_a_report_is_the_cited_text_with_its_numbered_sources_in_the_citations_o
     assert render_report(None).markdown is None
 
 
+def test_the_answers_note_closes_the_report_in_italics_and_never_reaches_the_text():
+    note = ("Answerability: not_found (0.12): the sources found may not answer this question; check them before "
+            "relying on this answer (evidence: section 0.31).")
+    report = render_report(AnswerRecord(text="Use --max-rate.", cited_urls=[URL], cited_text="Use --max-rate. [1]",
+                                        note=note))
+    assert report.markdown == f"Use --max-rate. [1]\n\n**Sources**\n\n1. <{URL}>\n\n_{note}_"
+    assert report.text == "Use --max-rate." and report.citations == [URL]  # /evaluate reads no note
+    uncited = render_report(AnswerRecord(text="Plain.", cited_urls=[], cited_text="Plain.", note=f"{note}\nSecond."))
+    assert uncited.markdown == f"Plain.\n\n_{note}_\n\n_Second._"
+
+
 @dataclass(kw_only=True)
 class _AbstainingAnswer(AnswerRecord):
     """An answers row as the answer stage writes it when the sources do not answer (issue 14's fields)."""

@@ -1,5 +1,8 @@
 """Fit the answerability calibration and choose its threshold, on the tune half of the answerability set only.
 
+The calibration the code ships with now comes from ``tools/answerability_transfer.py`` (two corpora, the
+signals chosen by leaving one corpus out); this script is the docs-only fit it replaced, kept to compare.
+
 Reads a run of the answerability set (``hifirag eval --dataset answerability-tune --variants final_abstain``
 writes one): each question's evidence signals (``answers.answerability_signals``: section, sentence,
 coverage) and its label (``answerable`` in the question file). Then:

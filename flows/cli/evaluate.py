@@ -41,7 +41,8 @@ from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 def eval_(
     dataset: Annotated[str, typer.Option(help="mmu (MMU-RAGent, first 100 by default), faq-a (FAQ pages left out), "
-                                         "faq-b (known-item, everything in) or a JSONL path.")],
+                                         "faq-b (known-item, everything in), answerability[-tune|-report], "
+                                         "two-part[-tune|-report] (two FAQ questions asked as one) or a JSONL path.")],
     variants: Annotated[str, typer.Option(help="Variants to evaluate, comma-separated (see `hifirag variants`).")] = "final",
     limit: Annotated[int | None, typer.Option(help="Only the first N questions \\[default: 100 for mmu, all otherwise].")] = None,
     sample: Annotated[int | None, typer.Option(help="N questions spread evenly over the file.")] = None,

@@ -8,6 +8,7 @@ import typer
 
 from flows.cli.common import EXPECTED, ConfigOpt, DataRoot, ProfileOpt, SetOpt, fail, setup
 from hifirag_core.config import ConfigError
+from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
 
 
 def serve(
@@ -17,7 +18,9 @@ def serve(
     config: ConfigOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
                                                     "\\[default: limits.concurrency, 4].")] = None,
-    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`).")] = "final",
+    variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`): the default says when "
+                                         "its sources do not answer, as `hifirag run` does; final is the paper's row, "
+                                         "final_judged answers and shows the decision.")] = DEFAULT_RUN_VARIANT,
     set_: SetOpt = None,
     deadline: Annotated[float, typer.Option(help="Seconds a request may take before it gets what exists "
                                             "(at most 600, the competition's limit).")] = 570.0,

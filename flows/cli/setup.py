@@ -114,11 +114,12 @@ def variants() -> None:
 
     [bold]Example[/bold]: hifirag variants
     """
-    from hifirag_core.pipeline.variants import DEPARTURES, VARIANTS
+    from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT, DEPARTURES, VARIANTS
 
     table = Table("variant", "overrides")
     for name, overrides in VARIANTS.items():
-        table.add_row(name, json.dumps(overrides) if overrides else "(the defaults)")
+        shown = f"{name} (default of run and serve)" if name == DEFAULT_RUN_VARIANT else name
+        table.add_row(shown, json.dumps(overrides) if overrides else "(the defaults)")
     console.print(table)
     departures = Table("setting", "where it departs from the paper", "why", title="Departures from the paper")
     for setting, where, why in DEPARTURES:

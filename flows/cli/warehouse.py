@@ -51,7 +51,9 @@ def funnel(
     """Where the gold evidence is lost, stage by stage, for questions whose answer has a known place.
 
     For the FAQ set: was the gold page in the search results, kept by the URL filter, fetched, its
-    section parsed and kept by section ranking, and the page cited in the answer.
+    section parsed and kept by section ranking, and the page cited in the answer. For a variant that
+    looks again (final_deep): the share whose gold section was first kept in a follow-up round, and the
+    mean number of follow-up rounds per question.
 
     [bold]Example[/bold]: hifirag funnel docs_faq-final-1a2b3c4d docs_faq-rag-5e6f7a8b
     """
@@ -62,7 +64,11 @@ def funnel(
     steps = result.columns[3:]
     table = Table("step", *[f"{r[0]}\n({r[1]}, {r[2]} q)" for r in result.rows], box=box.SIMPLE_HEAD)
     for i, step in enumerate(steps, 3):
-        table.add_row(step.replace("_", " "), *[f"{r[i]:.1%}" for r in result.rows])
+        if step == "follow_up_rounds":  # a mean count, not a share
+            table.add_row("follow-up rounds per question", *[f"{r[i]:.2f}" for r in result.rows])
+        else:
+            label = "gold kept only in a follow-up round" if step == "kept_in_follow_up" else step.replace("_", " ")
+            table.add_row(label, *[f"{r[i]:.1%}" for r in result.rows])
     console.print(table)
 
 

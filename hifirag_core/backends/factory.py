@@ -96,13 +96,14 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
     model = cfg.models.filter if role == "filter" else cfg.models.writer
     max_tokens = cfg.models.filter_max_tokens if role == "filter" else cfg.models.writer_max_tokens
     price = cfg.models.prices.get(model)
+    stream = role == "writer" and cfg.limits.stream_writer  # the draft and refinement, as they are written
     if backend == "gemini":
         from hifirag_core.backends.gemini import GeminiChatModel
 
         return GeminiChatModel(model=model, role=role, api_key=get_secret("gemini_api_key", env),
                                guard=guards.guard("gemini", model), timeout_s=cfg.limits.llm_timeout_s,
                                price=price, base_url=cfg.models.gemini_base_url, max_tokens=max_tokens,
-                               temperature=cfg.models.temperature)
+                               temperature=cfg.models.temperature, stream=stream)
     if backend == "openai":
         from hifirag_core.backends.openai_compat import OpenAIChatModel
 
@@ -112,7 +113,7 @@ def build_chat_model(role: Role, cfg: PipelineConfig, *, guards: RunGuards | Non
                                timeout_s=cfg.limits.llm_timeout_s, price=price,
                                base_url=openai_base_url(cfg, role),
                                response_format=cfg.models.openai_response_format, max_tokens=max_tokens,
-                               temperature=cfg.models.temperature)
+                               temperature=cfg.models.temperature, stream=stream)
     raise ValueError(f"backends.{role}_llm={backend!r} is not a real LLM backend (gemini or openai)")
 
 
@@ -138,7 +139,8 @@ def build_writer_model(cfg: PipelineConfig, *, guards: RunGuards | None = None, 
     """The strong model's two passes (A.4), or Baseline Q when ``generation.prompt=raw_limit``."""
     chat = build_chat_model("writer", cfg, guards=guards, env=env)
     return LLMWriterModel(chat, prompts or _prompts(cfg), draft_prompt=cfg.generation.prompt,
-                          answerability=cfg.answerability.abstain, window=prompt_window(cfg, "writer"))
+                          answerability=cfg.answerability.abstain or cfg.answerability.show,
+                          window=prompt_window(cfg, "writer"))
 
 
 def _prompts(cfg: PipelineConfig) -> PromptSet:

@@ -6,7 +6,10 @@ generateContent`` with ``contents`` (``role`` ``user``/``model``, ``parts[].text
 ``candidates[].content.parts[].text`` (parts with ``thought: true`` are reasoning, not answer),
 ``candidates[].finishReason``, ``promptFeedback.blockReason`` when the prompt itself was blocked
 (then there are no candidates) and ``usageMetadata`` (``promptTokenCount``,
-``candidatesTokenCount``, ``thoughtsTokenCount``). ``responseSchema`` is the API's own subset of
+``candidatesTokenCount``, ``thoughtsTokenCount``). Streamed (``POST .../models/{model}:streamGenerateContent?alt=sse``,
+the writer's draft and refinement when ``limits.stream_writer`` is on), the reply comes as server-sent events,
+each ``data:`` line one ``GenerateContentResponse`` holding the next piece of text; the last carries the
+``finishReason`` and the whole call's ``usageMetadata``. ``responseSchema`` is the API's own subset of
 OpenAPI 3.0 (https://ai.google.dev/api/caching#Schema: type, format, description, nullable, enum,
 items, min/maxItems, properties, required, propertyOrdering, ...): it has no
 ``additionalProperties`` (the SDK refuses it outside Vertex AI), so :func:`gemini_schema` drops it
@@ -41,8 +44,15 @@ from hifirag_core.backends.http_common import (
     transport_error,
 )
 from hifirag_core.config import ModelPrice
-from hifirag_core.errors import BackendError, ContextLengthError, TransientError, error_status
+from hifirag_core.errors import (
+    BackendError,
+    CallTimeoutError,
+    ContextLengthError,
+    TransientError,
+    error_status,
+)
 from hifirag_core.limits import ProviderGuard
+from hifirag_core.llm.streaming import STREAMED_STAGES, progress
 from hifirag_core.secrets import Secret, redact
 from hifirag_core.types import ChatReply, ChatTurn
 
@@ -59,8 +69,12 @@ class GeminiChatModel:
 
     def __init__(self, *, model: str, role: str, api_key: Secret, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None, http_client: httpx.Client | None = None,
-                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic,
+                 stream: bool = False):
         self.model = model
+        # draft and refine replies as streams (limits.stream_writer); not a reply setting: what comes back is
+        # the same text, so it is no part of the cache identity
+        self.stream = stream
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
@@ -89,21 +103,42 @@ class GeminiChatModel:
             kwargs["response_schema"] = gemini_schema(schema)
         return genai_types.GenerateContentConfig(**kwargs, **extra)
 
-    def _generate(self, contents: list[genai_types.Content], schema: dict | None,
-                  timeout: float, **extra: Any) -> genai_types.GenerateContentResponse:
+    def _generate(self, contents: list[genai_types.Content], schema: dict | None, timeout: float,
+                  stream_to: Any = None, **extra: Any) -> genai_types.GenerateContentResponse:
         try:
-            return self._client.models.generate_content(model=self.model, contents=contents,
-                                                        config=self._config(schema, timeout, **extra))
+            config = self._config(schema, timeout, **extra)
+            if stream_to is not None:
+                return self._streamed(contents, config, timeout, stream_to)
+            return self._client.models.generate_content(model=self.model, contents=contents, config=config)
         except genai_errors.APIError as exc:
             headers = getattr(exc.response, "headers", None)
             body = json.dumps(exc.details) if exc.details is not None else (exc.message or "")
             raise error_for_status("gemini", int(exc.code or 0), headers, body) from None
         except httpx.TransportError as exc:
             raise transport_error("gemini", exc) from None
-        except (json.JSONDecodeError, pydantic.ValidationError) as exc:
-            # A 200 whose body is cut short (the SDK raises JSONDecodeError) or does not fit the
-            # response schema: the connection dropped mid-reply; worth another try.
+        except (json.JSONDecodeError, pydantic.ValidationError, genai_errors.UnknownApiResponseError) as exc:
+            # A 200 whose body is cut short (the SDK raises JSONDecodeError, or for a stream
+            # UnknownApiResponseError) or does not fit the response schema: the connection dropped
+            # mid-reply; worth another try.
             raise TransientError(redact(f"gemini: unreadable response body: {exc}") or "") from None
+
+    def _streamed(self, contents: list[genai_types.Content], config: genai_types.GenerateContentConfig,
+                  timeout: float, stream_to: Any) -> genai_types.GenerateContentResponse:
+        """``streamGenerateContent``: each piece of answer text to ``stream_to(text so far)``, then the whole reply
+        as one response. The timeout bounds the whole stream (httpx's bounds each read only)."""
+        began = self._clock()
+        chunks: list[genai_types.GenerateContentResponse] = []
+        text = ""
+        for chunk in self._client.models.generate_content_stream(model=self.model, contents=contents,
+                                                                 config=config):
+            chunks.append(chunk)
+            piece = _answer_text(chunk)
+            if piece:
+                text += piece
+                stream_to(text)
+            if self._clock() - began > timeout:
+                raise CallTimeoutError(f"gemini: the stream outlived its {timeout:.0f} s timeout")
+        return joined_response(chunks)
 
     def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
              response_schema: dict | None = None) -> ChatReply:
@@ -144,9 +179,10 @@ class GeminiChatModel:
         record = new_call_record(role=self.role, backend=self.backend, model=self.model, stage=stage,
                                  prompt_name=prompt_name, prompt_hash=prompt_hash)
         watch = Stopwatch(self._clock)
+        stream_to = self._stream_to(stage) if not extra else None  # grounded calls are never streamed
         try:
             response, record.attempts = self._guard.call(
-                lambda timeout: self._generate(contents, schema, timeout, **extra),
+                lambda timeout: self._generate(contents, schema, timeout, stream_to, **extra),
                 timeout=self.timeout_s, paid=True)
         except BackendError as exc:
             record.latency_s = watch.elapsed()
@@ -156,6 +192,10 @@ class GeminiChatModel:
         record.latency_s = watch.elapsed()
         self._record_usage(record, response)
         return response, record, None
+
+    def _stream_to(self, stage: str) -> Any:
+        """Where a call's growing text goes when this model streams ``stage``'s replies (None: not streamed)."""
+        return progress(stage) if self.stream and stage in STREAMED_STAGES else None
 
     def _record_usage(self, record: Any, response: genai_types.GenerateContentResponse) -> None:
         usage = response.usage_metadata
@@ -176,6 +216,37 @@ def gemini_schema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [gemini_schema(v) for v in schema]
     return schema
+
+
+def _answer_text(chunk: genai_types.GenerateContentResponse) -> str:
+    """The answer text one streamed chunk adds (thought parts excluded)."""
+    candidate = chunk.candidates[0] if chunk.candidates else None
+    parts = candidate.content.parts if candidate is not None and candidate.content and candidate.content.parts else []
+    return "".join(p.text for p in parts if p.text and not p.thought)
+
+
+def joined_response(chunks: list[genai_types.GenerateContentResponse]) -> genai_types.GenerateContentResponse:
+    """A stream's chunks as the one response ``generateContent`` would have sent: the parts in order, the last
+    ``finishReason`` and ``usageMetadata``, the prompt's feedback.
+
+    A stream that ended without a chunk, or with candidates but no ``finishReason``, was cut short (the server
+    or a proxy closed it cleanly mid-reply): a transient error, so half an answer is never taken for a whole
+    one. Chunks without candidates (a blocked prompt, an empty reply) make the reply ``generateContent``
+    would have sent, with its status.
+    """
+    if not chunks:
+        raise TransientError("gemini: the stream ended before its first chunk")
+    feedback = next((c.prompt_feedback for c in chunks if c.prompt_feedback is not None
+                     and c.prompt_feedback.block_reason is not None), None)
+    candidates = [c.candidates[0] for c in chunks if c.candidates]
+    finish = next((c.finish_reason for c in reversed(candidates) if c.finish_reason is not None), None)
+    if candidates and finish is None and feedback is None:
+        raise TransientError(f"gemini: the stream ended without a finishReason after {len(chunks)} chunks")
+    usage = next((c.usage_metadata for c in reversed(chunks) if c.usage_metadata is not None), None)
+    parts = [p for c in candidates if c.content and c.content.parts for p in c.content.parts]
+    joined = [genai_types.Candidate(content=genai_types.Content(role="model", parts=parts), finish_reason=finish,
+                                    index=0)] if candidates else None
+    return genai_types.GenerateContentResponse(candidates=joined, prompt_feedback=feedback, usage_metadata=usage)
 
 
 def _reply_text(response: genai_types.GenerateContentResponse) -> tuple[str | None, str, str | None]:

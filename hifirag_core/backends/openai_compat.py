@@ -19,6 +19,13 @@ completions`` with ``model`` and ``messages`` (``role`` ``user``/``assistant``);
 Open reasoning models put their thinking in ``<think>…</think>`` inside the content; it is
 stripped before the reply is used. ``tokens_out`` is the answer's tokens only (completion minus
 reasoning tokens), the same meaning as Gemini's ``candidatesTokenCount``.
+
+Streamed (the writer's draft and refinement when ``limits.stream_writer`` is on): ``"stream": true`` with
+``"stream_options": {"include_usage": true}``; the reply is server-sent events, each ``data:`` line a
+``chat.completion.chunk`` whose ``choices[0].delta.content`` is the next piece of text, the one with
+``finish_reason`` ending the text, then a chunk with empty ``choices`` and the call's ``usage``, then
+``data: [DONE]``. A server that sends no usage in streams (llama-cpp-python's) leaves the call's tokens and
+cost unknown, as a non-streamed reply without ``usage`` does.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ import json
 import time
 from typing import Any, Literal
 
+import httpx
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
 
 from hifirag_core.backends.http_common import (
     Stopwatch,
@@ -46,6 +56,7 @@ from hifirag_core.errors import (
 )
 from hifirag_core.limits import ProviderGuard
 from hifirag_core.llm.parsing import strip_reasoning
+from hifirag_core.llm.streaming import STREAMED_STAGES, progress
 from hifirag_core.secrets import Secret, redact
 from hifirag_core.types import ChatReply, ChatTurn
 
@@ -62,8 +73,12 @@ class OpenAIChatModel:
     def __init__(self, *, model: str, role: str, api_key: Secret | None, guard: ProviderGuard, timeout_s: float,
                  price: ModelPrice | None, base_url: str | None = None,
                  response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema",
-                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic):
+                 max_tokens: int | None = None, temperature: float | None = None, clock: Any = time.monotonic,
+                 stream: bool = False):
         self.model = model
+        # draft and refine replies as streams (limits.stream_writer); not a reply setting: what comes back is
+        # the same text, so it is no part of the cache identity
+        self.stream = stream
         self.role = role
         self.timeout_s = timeout_s
         self.price = price
@@ -90,7 +105,8 @@ class OpenAIChatModel:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
 
-    def _complete(self, messages: list[dict[str, str]], schema: dict | None, timeout: float) -> Any:
+    def _complete(self, messages: list[dict[str, str]], schema: dict | None, timeout: float,
+                  stream_to: Any = None) -> Any:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": timeout}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
@@ -100,6 +116,8 @@ class OpenAIChatModel:
         if fmt is not None:
             kwargs["response_format"] = fmt
         try:
+            if stream_to is not None:
+                return self._streamed(kwargs, timeout, stream_to)
             return self._client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:
             raise CallTimeoutError(redact(f"openai: timeout: {exc}") or "") from None
@@ -109,6 +127,42 @@ class OpenAIChatModel:
             raise error_for_status("openai", exc.status_code, exc.response.headers, exc.response.text) from None
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise TransientError(redact(f"openai: unreadable response body: {exc}") or "") from None
+        except openai.APIError as exc:  # an error event in the middle of a stream
+            raise TransientError(redact(f"openai: the stream reported an error: {exc}") or "") from None
+        except httpx.TimeoutException as exc:  # while reading a stream (the client wraps only the request)
+            raise CallTimeoutError(redact(f"openai: timeout mid-stream: {exc}") or "") from None
+        except httpx.TransportError as exc:  # the connection cut mid-stream
+            raise TransientError(redact(f"openai: the stream broke: {type(exc).__name__}: {exc}") or "") from None
+
+    def _streamed(self, kwargs: dict[str, Any], timeout: float, stream_to: Any) -> ChatCompletion:
+        """The completion as a stream: each piece of text to ``stream_to(text so far)``, then the whole reply as one
+        ``chat.completion``. The timeout bounds the whole stream (httpx's bounds each read only)."""
+        began = self._clock()
+        text, shown, refusal, finish, usage, last = "", "", "", None, None, None
+        with self._client.chat.completions.create(**kwargs, stream=True,
+                                                  stream_options={"include_usage": True}) as chunks:
+            for chunk in chunks:
+                last = chunk
+                usage = chunk.usage or usage
+                for choice in chunk.choices[:1]:
+                    if choice.delta.content:
+                        text += choice.delta.content
+                        now = strip_reasoning(text)  # a reasoning model's thinking is not shown either
+                        if now and now != shown:
+                            shown = now
+                            stream_to(shown)
+                    refusal += getattr(choice.delta, "refusal", None) or ""
+                    finish = choice.finish_reason or finish
+                if self._clock() - began > timeout:
+                    raise CallTimeoutError(f"openai: the stream outlived its {timeout:.0f} s timeout")
+        if finish is None:  # closed cleanly but cut short: never take half an answer for a whole one
+            raise TransientError("openai: the stream ended without a finish_reason")
+        # model_construct: the server's finish_reason is taken as sent (llama.cpp's need not be OpenAI's)
+        message = ChatCompletionMessage.model_construct(role="assistant", content=text or None,
+                                                        refusal=refusal or None)
+        return ChatCompletion.model_construct(
+            id=last.id, object="chat.completion", created=last.created, model=last.model, usage=usage,
+            choices=[Choice.model_construct(index=0, finish_reason=finish, message=message, logprobs=None)])
 
     def chat(self, turns: list[ChatTurn], *, stage: str, prompt_name: str, prompt_hash: str,
              response_schema: dict | None = None) -> ChatReply:
@@ -117,9 +171,10 @@ class OpenAIChatModel:
                                  prompt_name=prompt_name, prompt_hash=prompt_hash)
         messages = [{"role": "assistant" if t.role == "model" else "user", "content": t.text} for t in turns]
         watch = Stopwatch(self._clock)
+        stream_to = progress(stage) if self.stream and stage in STREAMED_STAGES else None
         try:
             completion, record.attempts = self._guard.call(
-                lambda timeout: self._complete(messages, response_schema, timeout),
+                lambda timeout: self._complete(messages, response_schema, timeout, stream_to),
                 timeout=self.timeout_s, paid=True)
         except BackendError as exc:
             record.latency_s = watch.elapsed()

@@ -41,7 +41,8 @@ class EvaluationConfig(BaseModel):
     # all); a metric a run does not have is skipped. Length, cost and latency are reported, not gated.
     gated_metrics: tuple[str, ...] = ("rouge_l_f1", "bertscore_deberta_f1", "bertscore_minilm_f1",
                                       "citation_precision", "citation_recall", "gold_section_cited",
-                                      "abstention_precision", "abstention_recall", "answered_and_cited")
+                                      "gold_sections_all_cited", "abstention_precision", "abstention_recall",
+                                      "answered_and_cited")
     changed_questions: int = Field(default=10, ge=0)  # rows in the report's "changed most" table
 
 

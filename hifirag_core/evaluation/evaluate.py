@@ -46,6 +46,7 @@ from hifirag_core.evaluation.scoring import (
     score_questions,
     stage_seconds,
 )
+from hifirag_core.evaluation.two_part import gold_sections_found
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.semantic import BertScoreSpec, select_bertscore
 from hifirag_core.pipeline.plan import RunPlan, plan_run
@@ -183,7 +184,8 @@ def score_variant(warehouse: Warehouse, plan: EvaluationPlan, variant: str, run_
         similarity=embedding_similarity(scorer.embedder.encode), support_threshold=scorer.cfg.citation_support_threshold,
         source_texts=load_source_texts(warehouse, run_id), known_item=known_item, costs=load_costs(warehouse, run_id),
         latencies=load_latencies(warehouse, run_id, known_seconds), echo=scorer.echo(questions),
-        batch_size=scorer.cfg.bertscore_batch_size)
+        batch_size=scorer.cfg.bertscore_batch_size,
+        gold_sections=gold_sections_found(warehouse, run_id) if known_item is not None else None)
     values = by_metric(scored.records)
     config_rows = warehouse.query("SELECT config_hash, config_json FROM runs WHERE run_id = ?", [run_id]).rows
     pipeline = _run_config(config_rows[0][1]) if config_rows else None

@@ -18,7 +18,7 @@ from hifirag_core.records.evaluation import EvaluationMetricRecord
 
 # Quality metrics in display order; the semantic one appears under whichever name the run used.
 QUALITY = ("rouge_l_f1", "bertscore_deberta_f1", "bertscore_minilm_f1", "citation_precision", "citation_recall",
-           "gold_section_kept", "gold_section_cited", "abstention_precision", "abstention_recall",
+           "gold_section_kept", "gold_section_cited", "gold_sections_all_cited", "abstention_precision", "abstention_recall",
            "answered_and_cited")
 LABELS = {
     "rouge_l_f1": "ROUGE-L F1",
@@ -29,6 +29,7 @@ LABELS = {
     "gold_section_kept": "gold section kept",
     "gold_page_cited": "gold page cited",
     "gold_section_cited": "gold section kept + cited",
+    "gold_sections_all_cited": "every gold section kept + cited",
     "abstention_precision": "abstention precision",
     "abstention_recall": "abstention recall",
     "answered_and_cited": "answerable: answered + cited",

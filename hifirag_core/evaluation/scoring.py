@@ -12,7 +12,8 @@ with the reason in ``detail_json``):
   citations the citation stage decided (``answer_sentences``), whatever the writer, against the
   text of the sections the ranking kept for each cited source;
 * on known-item data (the FAQ set, protocol b): ``gold_section_kept`` (by section ranking),
-  ``gold_page_cited`` and ``gold_section_cited`` (both);
+  ``gold_page_cited`` and ``gold_section_cited`` (both); on questions with several gold sections (the
+  two-part set), ``gold_sections_all_cited``: every one of them kept (in any round) and its page cited;
 * ``abstained`` (the answer says the sources do not answer), and where the questions say whether
   the corpus answers them (``answerable`` in the question file, as in the answerability set):
   ``abstention_precision`` (per abstention: 1 when the question was unanswerable),
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,6 +216,7 @@ def score_questions(
     latencies: Mapping[str, tuple[float | None, str, int, int]],
     echo: Mapping[str, Mapping[str, float]],
     batch_size: int = 32,
+    gold_sections: Mapping[str, Sequence[tuple[bool, bool]]] | None = None,
 ) -> RunScores:
     """Every metric of every question of one run (see the module docstring)."""
     records: list[ScoreRecord] = []
@@ -246,6 +248,10 @@ def score_questions(
             records.append(_row(qid, "gold_section_kept", float(kept), variant, dataset))
             records.append(_row(qid, "gold_page_cited", float(cited), variant, dataset))
             records.append(_row(qid, "gold_section_cited", float(kept and cited), variant, dataset))
+        if gold_sections and qid in gold_sections:  # two-part questions: every gold section, each kept and cited
+            found = gold_sections[qid]
+            records.append(_row(qid, "gold_sections_all_cited", float(all(k and c for k, c in found)), variant,
+                                dataset, parts=len(found), cited=sum(1 for k, c in found if k and c)))
         records.extend(_abstention_rows(q, known_item, variant, dataset))
         cost, tokens_in, tokens_out, calls = costs.get(qid, (0.0, 0, 0, 0))
         records.append(_row(qid, "cost_usd", cost, variant, dataset, model_calls=calls))

@@ -12,6 +12,9 @@ when parts are missing it searches again, aimed at them. The check is lexical an
 ``sufficient`` when every part is covered, ``partial`` when some are, ``not_found`` when none is. The
 follow-up queries (:func:`followup_queries`) are the uncovered parts as asked, then their keywords (with
 the question's own keywords added to a short part), never a query searched before.
+
+A variant that looks again also judges answerability part by part with these parts
+(``hifirag_core.evidence.answerability.by_parts``).
 """
 
 from __future__ import annotations
@@ -99,3 +102,4 @@ def followup_queries(question: str, missing: Sequence[str], earlier: Sequence[st
         if len(queries) >= max_queries:
             break
     return queries
+

@@ -518,7 +518,8 @@ PIPELINE: tuple[StageSpec, ...] = (
         role="filter", job="citations", io=True, retry=IO_RETRY, step=lambda o, t: steps.citations(o),
     ),
     StageSpec(
-        "answer", (AnswerRecord,), "4", ("answerability.abstain", "steer.language", "backends.writer_llm"),
+        "answer", (AnswerRecord,), "4", ("answerability.abstain", "answerability.show", "steer.language",
+                                         "backends.writer_llm"),
         stages.assemble_answer,
         lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],
                    "decision": t.answerability(), "sources": t.sources()},

@@ -31,6 +31,7 @@ from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.evidence.answerability import (
     CALIBRATION,
     abstention_text,
+    by_parts,
     evidence_signals,
     strip_answerability,
 )
@@ -874,18 +875,39 @@ def verify_citations(question: Question, answer: str | None, sources: list[Sourc
 
 def answerability(question: Question, sources: list[SourceDoc], draft: StageOutput, rt: Runtime) -> Answerability:
     """Whether the sources answer the question: the writer's own verdict when it was asked for one
-    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``)."""
+    (an LLM writer with abstention on), else the calibrated evidence score (``hifirag_core.evidence.answerability``),
+    part by part of the question in a variant that looks again (``hifirag_core.evidence.answerability.by_parts``)."""
     cfg = rt.cfg.answerability
     conversation = draft.value if isinstance(draft.value, Conversation) else None
-    return decide_answerability(
-        question.query, sources, _similarity(rt),
-        writer_reply=conversation.last_reply if conversation else None, ask_writer=writer_asked(rt),
-        calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+    asked = writer_asked(rt)
+
+    def decide(query: str) -> Answerability:
+        return decide_answerability(
+            query, sources, _similarity(rt),
+            writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
+            calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+
+    # a variant that looks again judges the evidence part by part (the writer, when asked, judges the whole)
+    return by_parts(question.query, decide) if rt.cfg.research.enabled and not asked else decide(question.query)
 
 
 def abstains(decision: Answerability, rt: Runtime) -> bool:
     """Whether the answer says the sources do not answer instead of answering (and so cites nothing)."""
     return rt.cfg.answerability.abstain and decision.verdict == "not_found"
+
+
+_SHOWN = {
+    "answered": "the sources found answer this question",
+    "partial": "the sources found may answer this question only in part",
+    "not_found": "the sources found may not answer this question; check them before relying on this answer",
+}
+
+
+def decision_note(decision: Answerability, rt: Runtime) -> str | None:
+    """The decision as a reader is shown it beside an answer that does not abstain (``answerability.show``)."""
+    if not rt.cfg.answerability.show or abstains(decision, rt):
+        return None
+    return f"Answerability: {decision.verdict} ({decision.score:.2f}): {_SHOWN[decision.verdict]} ({decision.reason})."
 
 
 def language_note(steer: Steer, rt: Runtime) -> str | None:
@@ -902,13 +924,14 @@ def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput
                     decision: Answerability, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     """The answer: the refined text (or the draft) with each sentence's citations, and whether the sources
     answer the question; with ``answerability.abstain`` a ``not_found`` answer says so instead, lists the
-    closest sources under "See also" and cites nothing."""
+    closest sources under "See also" and cites nothing; with ``answerability.show`` the answer is given and
+    its note says what was decided."""
     text, from_stage = final_text(draft, refined)
     steer = Steer(question, rt.cfg)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
                "answerability_signals": decision.signals_json(), "language": steer.language,
-               "note": language_note(steer, rt)}
+               "note": "\n".join(n for n in (decision_note(decision, rt), language_note(steer, rt)) if n) or None}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
     if abstains(decision, rt):

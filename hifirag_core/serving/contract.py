@@ -210,6 +210,7 @@ class Transcript:
     def __init__(self) -> None:
         self.steps: list[str] = []
         self.last: StreamMessage | None = None
+        self._growing = False  # whether the last step is text still being written (replaced by the next step)
 
     @property
     def intermediate_steps(self) -> str | None:
@@ -220,9 +221,19 @@ class Transcript:
         return message
 
     def thinking(self, step: str) -> StreamMessage:
-        """Add a step; the message of the thinking phase."""
+        """Add a step (in place of a step still being written); the message of the thinking phase."""
+        if self._growing:
+            self.steps.pop()
+            self._growing = False
         self.steps.append(clean_step(step))
         return self._keep(StreamMessage(self.intermediate_steps, None, True, False))
+
+    def writing(self, step: str) -> StreamMessage:
+        """A step still being written (a draft as it grows): it replaces the previous such step, and the
+        next finished step replaces it; a thinking message."""
+        message = self.thinking(step)
+        self._growing = True
+        return message
 
     def answering(self, written: str) -> StreamMessage:
         """The answer phase: the answer as far as it is written."""

@@ -142,7 +142,9 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
                   (SELECT coalesce(sum(l.cost_usd) FILTER (WHERE NOT l.cache_hit), 0) FROM llm_calls l
                     WHERE l.run_id = q.run_id AND l.question_id = q.question_id) AS cost_usd,
                   (SELECT round(sum(r.seconds), 2) FROM stage_runs r
-                    WHERE r.run_id = q.run_id AND r.question_id = q.question_id) AS seconds
+                    WHERE r.run_id = q.run_id AND r.question_id = q.question_id) AS seconds,
+                  (SELECT coalesce(max(r.round), 0) FROM stage_runs r
+                    WHERE r.run_id = q.run_id AND r.question_id = q.question_id) AS rounds
            FROM questions q LEFT JOIN answers a USING (run_id, question_id)
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]))
     if not runs and not questions:

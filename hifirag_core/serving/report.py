@@ -8,7 +8,9 @@ its ``citations`` are the same URLs in the same order (the organisers' front end
 the plain text, as ``export-mmu`` does, because the static evaluation scores it against references
 without citations. Whatever else the answer stage writes into the row is shown as written: an
 answer that abstains (the sources found do not answer) names the closest sources under "See also"
-in its own text and cites nothing. A question without an answer has no report.
+in its own text and cites nothing; the answer's note (whether its sources answer, with
+``answerability.show``; the offline writer's English) closes ``/run``'s report in italics. A question
+without an answer has no report.
 The steps shown as each stage finishes are the stages' own (``hifirag_core.pipeline.steps``); ``stage_step``
 finds a stage's renderer through its spec.
 """
@@ -51,10 +53,11 @@ def render_report(answer: AnswerRecord | None) -> Report:
     if answer.abstained:  # its text lists the closest sources; it cites none
         return Report(text, [], ABSTAINED, text)
     urls = list(answer.cited_urls)
+    note = "".join(f"\n\n_{line.strip()}_" for line in (answer.note or "").splitlines() if line.strip())
     if not urls or not (answer.cited_text or "").strip():
-        return Report(text, [], ANSWERED, text)
+        return Report(text + note, [], ANSWERED, text)
     sources = "\n".join(f"{k}. <{safe_url(url)}>" for k, url in enumerate(urls, 1))
-    return Report(f"{answer.cited_text.strip()}\n\n**Sources**\n\n{sources}", urls, ANSWERED, text)
+    return Report(f"{answer.cited_text.strip()}\n\n**Sources**\n\n{sources}{note}", urls, ANSWERED, text)
 
 
 def partial_report(outputs: Mapping[str, StageOutput]) -> Report:
@@ -90,6 +93,17 @@ def answer_pieces(text: str, limit: int = 24) -> list[str]:
         step = len(ends) / limit
         ends = sorted({ends[min(len(ends) - 1, int((i + 1) * step) - 1)] for i in range(limit)} | {len(text)})
     return list(dict.fromkeys(text[:e].rstrip() for e in ends))
+
+
+# the writer's passes while they are written (hifirag_core.llm.streaming), as /run shows them
+_WRITING = {"draft": "Draft", "refine": "Refining"}
+
+
+def writing_step(stage: str, text: str) -> str:
+    """The step of a pass still being written: its name, how far it is, and the text so far."""
+    name = _WRITING.get(stage, stage.capitalize())
+    words = len(text.split())
+    return f"**{name}** (writing): {words} word{'s' if words != 1 else ''} so far.\n\n{text.strip()}"
 
 
 def stage_step(output: StageOutput, outputs: Mapping[str, StageOutput]) -> str | None:

@@ -3,6 +3,7 @@
     request ─► validate (422) ─► a free slot? (else 503 + Retry-After) ─► the question joins the day's
             service run ─► the answerer runs the pipeline (every stage cached, as in a batch run)
                  │   each finished stage ─► a step of the stream (query plan, URLs kept, sections kept, ...)
+                 │   the draft and refinement as the writer streams them ─► a step that grows in place
                  └─► the answers row ─► the report, streamed, then the last message: complete, with citations
 
 Questions run in threads of this process, at most ``concurrency`` at once. What runs a question is a
@@ -11,6 +12,10 @@ task, every stage a cached Prefect task); an observer on its stage runner hands 
 the request's stream. The stage cache is the batch runs' (a repeated question computes nothing) and
 every question's rows go through the warehouse's one writer into the day's service run
 (``hifirag_core.serving.ledger``), also when the client has gone away.
+
+The writer's draft and refinement reach the stream while they are written (``limits.stream_writer``): the
+question's thread listens to the writer (``hifirag_core.llm.streaming``) and hands the text so far to the
+stream at most every ``WRITING_EVERY_S``, where it replaces its own previous step until the stage finishes.
 
 A request never waits past its deadline (at most the competition's 10 minutes): it then gets what
 exists, the answer or the last draft, while the pipeline stops spending and records the rest. An
@@ -35,6 +40,7 @@ from datetime import datetime
 from typing import Protocol
 
 from hifirag_core.corpus.build import ensure_corpus
+from hifirag_core.llm.streaming import listening
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.plan import RunPlan
 from hifirag_core.pipeline.specs import ANSWER_STAGE, QuestionResult, Trail, spec, write_result
@@ -51,6 +57,7 @@ from hifirag_core.serving.report import (
     partial_report,
     render_report,
     stage_step,
+    writing_step,
 )
 from hifirag_core.serving.settings import (
     ServiceSettings,
@@ -81,6 +88,7 @@ class QuestionAnswerer(Protocol):
 RECEIVED_STEP = "**Question received**; planning the searches."
 REFRESH_EVERY_S = 30.0  # the day run's counts in the runs table
 FAILED = "The service could not answer this question (request {qid}); its log says why."
+WRITING_EVERY_S = 0.25  # at most one step of the growing draft (or refinement) per this many seconds
 
 
 class _Gate:
@@ -131,7 +139,8 @@ class Ticket:
     deadline_at: float  # time.monotonic()
     received: float = field(default_factory=time.monotonic)
     received_at: datetime = field(default_factory=utcnow)
-    events: asyncio.Queue = field(default_factory=asyncio.Queue)  # ("stage", output) ... ("done", None)
+    # ("stage", output), ("writing", (stage, text so far)) ... ("done", None)
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     outputs: dict[str, StageOutput] = field(default_factory=dict)
     ledger: list[StageRunRecord] = field(default_factory=list)
@@ -140,12 +149,25 @@ class Ticket:
     served: ServedRequestRecord | None = None  # set when the response has ended
     settled: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    wrote_at: float = -math.inf  # when the stream last got the writer's text (time.monotonic())
 
     def stage_done(self, output: StageOutput, row: StageRunRecord) -> None:
         """The stage runner's observer (in the worker thread)."""
         self.outputs[output.stage] = output
         self.ledger.append(row)
         self.loop.call_soon_threadsafe(self.events.put_nowait, ("stage", output))
+
+    def writing(self, stage: str, text: str) -> None:
+        """The writer's listener (in the worker thread): the text so far, at most every ``WRITING_EVERY_S``.
+
+        The first piece goes at once (the first words are what a waiting reader wants); a piece inside the
+        gap is dropped, as a later one, or the finished stage, shows more.
+        """
+        now = time.monotonic()
+        if now - self.wrote_at < WRITING_EVERY_S:
+            return
+        self.wrote_at = now
+        self.loop.call_soon_threadsafe(self.events.put_nowait, ("writing", (stage, text)))
 
     def pipeline_done(self) -> None:
         self.pipeline_seconds = round(time.monotonic() - self.received, 4)
@@ -230,7 +252,8 @@ class Service:
         result: QuestionResult | None = None
         try:
             self.runs.add_question(ticket.plan, q)
-            result = self.answerer.answer(q, ticket.plan, ticket.stage_done)
+            with listening(ticket.writing):
+                result = self.answerer.answer(q, ticket.plan, ticket.stage_done)
         except Exception as exc:
             log.exception("request %s: the pipeline failed", q.id)
             ticket.failed = True
@@ -310,6 +333,10 @@ class Service:
                 if kind == "done":
                     outcome = "failed" if ticket.failed else "complete"
                     break
+                if kind == "writing":
+                    if report is None:  # never after the answer began (the contract's phases)
+                        yield send(transcript.writing(writing_step(*output)))
+                    continue
                 if output.stage == ANSWER_STAGE:
                     report = render_report(_answer_row(output))
                     answer_s = ticket.elapsed()

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hifirag_core.config import PipelineConfig, uses_real_backends
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
-from hifirag_core.pipeline.variants import variant_overrides
+from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT, variant_overrides
 from hifirag_core.profiles import PROFILES, load_config_file, resolve_config
 from hifirag_core.serving.contract import COMPETITION_LIMIT_S
 
@@ -33,7 +33,7 @@ class ServiceSettings(BaseModel):
     data_root: Path
     profile: str | None = None  # None: the config file's, else offline
     config_file: Path | None = None  # None: $HIFIRAG_CONFIG, else none
-    variant: str = "final"
+    variant: str = DEFAULT_RUN_VARIANT
     overrides: tuple[str, ...] = ()
     concurrency: int | None = Field(default=None, ge=1)  # None: the config's limits.concurrency
     # Under the competition's 10 minutes, with room for the last message to reach the client.

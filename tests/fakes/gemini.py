@@ -1,5 +1,10 @@
 """A fake Gemini API: ``POST /{v1,v1beta}/models/{model}:generateContent`` in the real wire format.
 
+Streamed, ``POST .../models/{model}:streamGenerateContent?alt=sse``: server-sent events, each ``data:
+{GenerateContentResponse}`` followed by a blank line (``\r\n\r\n``, as the API frames them), a few words of
+text per chunk (``stream_words``), ``stream_gap_s`` apart; every chunk carries the prompt's
+``usageMetadata``, the last one the ``finishReason`` and the whole call's counts.
+
 Request: ``contents[]`` (``role``, ``parts[].text``), optional ``systemInstruction``, ``tools``
 and ``generationConfig`` (``responseMimeType``, ``responseSchema``/``responseJsonSchema``,
 ``seed``), API key in the ``x-goog-api-key`` header or ``?key=``. Reply:
@@ -32,7 +37,7 @@ from urllib.parse import urlsplit
 from tests.fakes import llm_brain
 from tests.fakes.server import FakeServer, Fault, Request, Response
 
-_PATH = re.compile(r"^/(v1|v1beta|v1alpha)/models/([^/:]+):generateContent$")
+_PATH = re.compile(r"^/(v1|v1beta|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
 _REDIRECT = re.compile(r"^/grounding-api-redirect/([A-Za-z0-9_-]+)$")
 
 
@@ -94,8 +99,12 @@ class GeminiFake(FakeServer):
                  latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0,
                  rpm: int | Mapping[str, int] | None = None, fence_json_without_schema: bool = True,
                  fresh_web: Sequence[FreshFact] = (), knowledge: Mapping[str, str] | None = None,
-                 context_tokens: int | None = None):
+                 context_tokens: int | None = None, stream_gap_s: float = 0.0, stream_words: int = 4):
         super().__init__(latency=0.0, rpm=None if isinstance(rpm, Mapping) else rpm)
+        # streamed replies: words per chunk and seconds between chunks (after the request's latency)
+        self.stream_gap_s = stream_gap_s
+        self.stream_words = stream_words
+        self.streamed: Counter[str] = Counter()  # streamed replies per prompt kind
         # Gemini's quotas are per model and project; a mapping keeps one window per model.
         self.model_rpm: dict[str, int] | None = dict(rpm) if isinstance(rpm, Mapping) else None
         self.api_key = api_key
@@ -194,12 +203,35 @@ class GeminiFake(FakeServer):
         candidate: dict = {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
         if grounding is not None:
             candidate["groundingMetadata"] = grounding
-        return Response(200, {
-            "candidates": [candidate],
-            "usageMetadata": usage,
-            "modelVersion": model,
-            "responseId": uuid.uuid4().hex[:20],
-        })
+        reply = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model,
+                 "responseId": uuid.uuid4().hex[:20]}
+        if m.group(3) == "streamGenerateContent":
+            with self._count_lock:
+                self.streamed[answer.kind] += 1
+            return self._stream(reply, request.param("alt") == "sse")
+        return Response(200, reply)
+
+    def _stream(self, reply: dict, sse: bool) -> Response:
+        """``reply`` as the API streams it: the text in chunks, the finishReason and full usage on the last.
+
+        With ``alt=sse`` server-sent events; without it the API sends one JSON array of the chunks.
+        """
+        candidate, usage = reply["candidates"][0], reply["usageMetadata"]
+        pieces = llm_brain.stream_pieces(candidate["content"]["parts"][0]["text"], self.stream_words)
+        running = {k: v for k, v in usage.items() if k != "candidatesTokenCount"}
+        running["totalTokenCount"] = usage["promptTokenCount"] + usage.get("thoughtsTokenCount", 0)
+        chunks = []
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            part = {"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0}
+            if last:
+                part |= {k: v for k, v in candidate.items() if k not in ("content", "index")}
+            chunks.append({"candidates": [part], "usageMetadata": usage if last else running,
+                           "modelVersion": reply["modelVersion"], "responseId": reply["responseId"]})
+        if not sse:
+            return Response(200, chunks)
+        return Response(200, events=[b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks],
+                        event_gap_s=self.stream_gap_s, content_type="text/event-stream")
 
     def redirect_uri(self, url: str) -> str:
         """The grounding-api-redirect link the fake hands out for ``url``."""

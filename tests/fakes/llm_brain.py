@@ -232,3 +232,12 @@ def shaped(text: str, schema: dict | None) -> str:
 def approx_tokens(text: str) -> int:
     """A stable token estimate (about 4/3 tokens per word)."""
     return max(1, round(len(text.split()) * 4 / 3))
+
+
+def stream_pieces(text: str, words: int = 4) -> list[str]:
+    """``text`` cut into the pieces a streaming model sends: ``words`` words each, whitespace kept, so that
+    joining them gives ``text`` back."""
+    tokens = re.findall(r"\s*\S+", text) or [text]
+    pieces = ["".join(tokens[i:i + words]) for i in range(0, len(tokens), words)]
+    pieces[-1] += text[len("".join(tokens)):]
+    return pieces

@@ -9,10 +9,17 @@ a ``name``, a schema whose root is an object, and with ``strict: true`` every ob
 schema (``{"urls": [...]}``) as constrained decoding would. With
 ``think=True`` every answer starts with a ``<think>…</think>`` block, as open reasoning models
 (DeepSeek-R1, Qwen3) served by vLLM or Ollama emit it.
+
+With ``"stream": true`` the reply is server-sent events: ``data: {chat.completion.chunk}`` lines (the first
+with the role, then a few words of content each, ``stream_words`` per chunk and ``stream_gap_s`` apart, then
+one with ``finish_reason`` and an empty delta), with ``stream_options.include_usage`` a last chunk with empty
+``choices`` and the ``usage`` (the others carrying ``"usage": null``), then ``data: [DONE]``. ``stream_usage=False``
+leaves the usage chunk out whatever the request asks, as llama-cpp-python's server does.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -110,8 +117,14 @@ class OpenAIFake(FakeServer):
 
     def __init__(self, *, api_key: str | None = "fake-openai-key", think: bool = False,
                  latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0, rpm: int | None = None,
-                 context_tokens: int | None = None, overflow_flavor: str = "openai"):
+                 context_tokens: int | None = None, overflow_flavor: str = "openai", stream_gap_s: float = 0.0,
+                 stream_words: int = 4, stream_usage: bool = True):
         super().__init__(latency=0.0, rpm=rpm)
+        # streamed replies: words per chunk, seconds between chunks, and whether usage is sent when asked for
+        self.stream_gap_s = stream_gap_s
+        self.stream_words = stream_words
+        self.stream_usage = stream_usage
+        self.streamed: Counter[str] = Counter()  # streamed replies per prompt kind
         # a window: longer prompts get the 400 of server ``overflow_flavor`` (see ``context_overflow``)
         self.context_tokens = context_tokens
         self.overflow_flavor = overflow_flavor
@@ -178,16 +191,38 @@ class OpenAIFake(FakeServer):
             self.kinds[answer.kind] += 1
             self.bodies.append(body)
         completion_tokens = llm_brain.approx_tokens(content)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": body["model"]}
+        if body.get("stream"):
+            with self._count_lock:
+                self.streamed[answer.kind] += 1
+            with_usage = self.stream_usage and bool((body.get("stream_options") or {}).get("include_usage"))
+            return self._stream(head, content, usage if with_usage else None)
         return Response(200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            **head,
             "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "logprobs": None, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": usage,
         })
+
+    def _stream(self, head: dict, content: str, usage: dict | None) -> Response:
+        """The reply as ``chat.completion.chunk`` events: role, content pieces, finish_reason, usage, ``[DONE]``."""
+        null_usage = {"usage": None} if usage is not None else {}
+
+        def chunk(delta: dict, finish: str | None = None) -> dict:
+            return {**head, "object": "chat.completion.chunk", "system_fingerprint": "fp_fake",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **null_usage}
+
+        chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        chunks += [chunk({"content": piece}) for piece in llm_brain.stream_pieces(content, self.stream_words)]
+        chunks.append(chunk({}, "stop"))
+        if usage is not None:
+            chunks.append({**head, "object": "chat.completion.chunk", "system_fingerprint": "fp_fake", "choices": [],
+                           "usage": usage})
+        events = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+        return Response(200, events=events, event_gap_s=self.stream_gap_s, content_type="text/event-stream; charset=utf-8")
 
     @staticmethod
     def rate_limit(retry_after_s: int = 1) -> Fault:

@@ -4,7 +4,8 @@ Each fake subclasses :class:`FakeServer` and implements :meth:`FakeServer.route`
 records every request, applies latency and a server-side requests-per-minute limit, and injects
 faults queued with :meth:`FakeServer.inject`: an HTTP status with a body and ``Retry-After``, a
 delay longer than the client's timeout, a reply whose body is cut short, a dropped connection,
-or any replacement response.
+or any replacement response. A streamed reply (server-sent events, ``Response.events``) goes out one
+event per chunk, ``Response.event_gap_s`` apart; cut short, its connection closes mid-event.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None
     chunked: bool = False  # send with Transfer-Encoding: chunked (no Content-Length)
+    # a stream: each event (``data: ...`` and its blank line) one chunk, ``event_gap_s`` after the one before
+    events: list[bytes] | None = None
+    event_gap_s: float = 0.0
 
     def encoded(self) -> tuple[bytes, str]:
         """Body bytes and content type (``content_type=""`` sends no Content-Type header)."""
@@ -74,8 +78,10 @@ class Fault:
     """A misbehaviour to apply to matching requests, ``times`` times.
 
     kind: ``status`` (send ``response``), ``delay`` (wait ``seconds`` then answer normally),
-    ``truncate`` (answer normally but cut the body to ``keep`` of its length), ``drop`` (close the
-    connection without answering).
+    ``truncate`` (answer normally but cut the body to ``keep`` of its length; a stream: ``keep`` of its
+    events, then half of the next, then the connection closes without ending the body), ``unfinished``
+    (a stream only: ``keep`` of its events, then the body ends cleanly, as a proxy that gave up would end
+    it), ``drop`` (close the connection without answering).
     """
 
     kind: str
@@ -248,7 +254,37 @@ def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a bug in a fake must show up as a 500, not a hang
                 response = Response(500, {"error": {"code": 500, "message": f"fake crashed: {exc!r}",
                                                     "status": "INTERNAL"}})
+            if response.events is not None:
+                cut = fault.kind if fault is not None and fault.kind in ("truncate", "unfinished") else None
+                self._send_events(response, cut, fault.keep if fault is not None else 1.0)
+                return
             self._send(response, keep=fault.keep if fault is not None and fault.kind == "truncate" else None)
+
+        def _send_events(self, response: Response, cut: str | None, keep: float) -> None:
+            """A server-sent event stream, each event one chunk; ``cut``: ``truncate`` or ``unfinished``."""
+            events = list(response.events or [])
+            if cut is not None:
+                kept = max(1, int(len(events) * keep))
+                half = events[kept][: len(events[kept]) // 2] if cut == "truncate" and kept < len(events) else b""
+                events = events[:kept] + ([half] if half else [])
+            try:
+                self.send_response(response.status)
+                self.send_header("Content-Type", response.content_type or "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                for key, value in response.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                for i, event in enumerate(events):
+                    if i:
+                        fake.sleep(response.event_gap_s)
+                    self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                    self.wfile.flush()
+                if cut == "truncate":
+                    self.close_connection = True  # no closing chunk: the body never ends
+                    return
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
         def _send(self, response: Response, keep: float | None = None) -> None:
             data, content_type = response.encoded()
