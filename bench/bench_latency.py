@@ -8,7 +8,8 @@ latency is drawn from a seeded lognormal per provider (figures and sources in ``
   tokens (answer and thinking, as the fake's ``usageMetadata`` counts them) at a drawn tokens/s;
 * Programmable Search: one draw per request; Scrapingdog's scrape API: one draw per page.
 
-A call's draws are seeded by its content (the prompt, the query, the URL), so the same call takes the
+A streamed reply (``streamGenerateContent``, ``limits.stream_writer``) sends its first chunk at the drawn
+first token and spreads the rest over the drawn token time. A call's draws are seeded by its content (the prompt, the query, the URL), so the same call takes the
 same time in both modes whatever order it arrives in; a fake answers exactly its latency after the
 request arrived, its own work included (``bench_backends.answer_after_latency``).
 
@@ -137,8 +138,15 @@ class LatencyModel:
         def timed(request: Request) -> Response:
             response = route(request)
             call = self._call(provider, request, response)
-            fake.sleep(call.seconds - (time.monotonic() - request.at))
-            call.drawn, call.seconds = call.seconds, max(call.seconds, time.monotonic() - request.at)
+            if response.events:  # a streamed reply: its first chunk at the first token, the rest spread to the end
+                fake.sleep((call.first_token_s or 0.0) - (time.monotonic() - request.at))
+                gap = (call.seconds - (call.first_token_s or 0.0)) / max(1, len(response.events) - 1)
+                response.event_gap_s = max(response.event_gap_s, gap)
+                served = time.monotonic() - request.at + response.event_gap_s * (len(response.events) - 1)
+            else:
+                fake.sleep(call.seconds - (time.monotonic() - request.at))
+                served = time.monotonic() - request.at
+            call.drawn, call.seconds = call.seconds, max(call.seconds, served)
             with self._lock:
                 self.calls.append(call)
             return response
@@ -158,7 +166,8 @@ class LatencyModel:
         prompt = "".join(p.get("text", "") for p in (users[-1].get("parts", []) if users else []))
         kind = llm_brain.prompt_kind(prompt)
         model = request.path.rsplit("/", 1)[-1].split(":", 1)[0]
-        usage = (response.body if isinstance(response.body, dict) else {}).get("usageMetadata", {})
+        last = json.loads(response.events[-1].decode().removeprefix("data: ")) if response.events else response.body
+        usage = (last if isinstance(last, dict) else {}).get("usageMetadata", {})
         tokens = int(usage.get("candidatesTokenCount", 0)) + int(usage.get("thoughtsTokenCount", 0))
         first, whole = MODELS[model].draw(self.rng("gemini", model, prompt), tokens)
         # a ranking's page is named in its prompt, "Title (URL)": kept to pair it with that page's fetch
