@@ -90,6 +90,7 @@ class Setup:
     filter_rpm: float
     root: str = ""
     overrides: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)  # --set: other config settings (limits.overlap=false)
 
 
 # --- the flow, in a child process ------------------------------------------------------------------
@@ -208,6 +209,7 @@ def measure(setup: Setup, label: str) -> dict:
             # the client holds the same per-model limits the fake enforces
             "limits.provider_rpm=" + json.dumps({f"gemini:{writer}": setup.writer_rpm,
                                                  f"gemini:{flt}": setup.filter_rpm}),
+            *setup.settings,
         ]
         spec = root / "setup.json"
         spec.write_text(json.dumps(asdict(setup)))
@@ -360,6 +362,8 @@ def report(result: dict, root: Path) -> Iterator[str]:
            f"(docs corpus, FAQ pages excluded), cold caches")
     yield (f"  latency: filter {setup.filter_latency:g} s, writer {setup.writer_latency:g} s, search "
            f"{setup.search_latency:g} s, scrape {setup.scrape_latency:g} s per call")
+    if setup.settings:
+        yield f"  set    : {' '.join(setup.settings)}"
     yield (f"  limits : {cfg.limits.concurrency} questions in flight; rpm {json.dumps(cfg.limits.provider_rpm)}; "
            f"provider concurrency {json.dumps(cfg.limits.provider_concurrency)}; the fakes enforce the same rpm")
     yield (f"  machine: {os.cpu_count()} cores, load average {result['load'][0][0]:.2f} before, "
@@ -420,6 +424,8 @@ def main() -> None:
     parser.add_argument("--filter-rpm", type=float,
                         default=defaults.limits.provider_rpm[f"gemini:{defaults.models.filter}"],
                         help="requests per minute for the filter model (client and fake); default: the config's")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config setting for the flow (repeatable), e.g. limits.overlap=false")
     parser.add_argument("--label", default="run", help="output folder under bench/out/backends/")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--report-only", action="store_true", help="re-print the last result of --label")
@@ -437,7 +443,8 @@ def main() -> None:
     else:
         setup = Setup(questions=args.questions, concurrency=args.concurrency, filter_latency=args.filter_latency,
                       writer_latency=args.writer_latency, search_latency=args.search_latency,
-                      scrape_latency=args.scrape_latency, writer_rpm=args.rpm, filter_rpm=args.filter_rpm)
+                      scrape_latency=args.scrape_latency, writer_rpm=args.rpm, filter_rpm=args.filter_rpm,
+                      settings=args.settings)
         result = measure(setup, args.label)
         (root / "result.json").write_text(json.dumps(result, indent=1))
     text = "\n".join(report(result, root))

@@ -96,7 +96,7 @@ class _StageRunner:
         self.result.ledger.append(StageRunRecord(
             stage=stage.name, round=round, status=output.status, error=output.error, cached=cached,
             source_run_id=source, seconds=elapsed_since(began), cache_key=key, n_rows=len(output.records),
-            compute_seconds=output.compute_seconds,
+            compute_seconds=output.compute_seconds, cpu_seconds=output.cpu_seconds,
         ))
         if self.observer is not None:
             self.observer(output, self.result.ledger[-1])

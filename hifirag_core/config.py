@@ -360,6 +360,10 @@ class LimitsConfig(Section):
     # paper. "on": always (a cheaper run); "off": never.
     caps: Literal["auto", "on", "off"] = "auto"
     concurrency: int = 4  # questions in flight at once
+    # Within a question, start what does not wait on anything else (hifirag_core.pipeline.overlap): the query
+    # plan's searches at once, each kept page sectioned and ranked as soon as it is fetched, the answerability
+    # check's embeddings while the writer writes. Answers, rows and cache keys are the same either way.
+    overlap: bool = True
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
     budget_usd: float | None = None
     budget_tokens: int | None = None

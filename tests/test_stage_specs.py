@@ -74,7 +74,7 @@ def stage_reads(data_root, variant: str, questions: list[Question], examples: Ex
 def undeclared_reads(data_root, variant: str, questions: list[Question], examples: ExampleSet,
                      pipeline: tuple[StageSpec, ...] = PIPELINE, overrides: dict | None = None) -> dict[str, set[str]]:
     """Run every stage of ``variant`` under a recording config; the fields each read beyond its spec."""
-    declared = {s.name: s.reads for s in pipeline}
+    declared = {s.name: s.allowed_reads() for s in pipeline}
     found = stage_reads(data_root, variant, questions, examples, pipeline, overrides)
     extra = {name: {r for r in reads if not _covered(r, declared[name])} for name, reads in found.items()}
     return {name: missing for name, missing in extra.items() if missing}

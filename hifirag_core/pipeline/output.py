@@ -22,4 +22,5 @@ class StageOutput:
     # How long computing this output took. It travels with the output into the stage cache, so a
     # cache hit still knows what the stage costs to compute.
     compute_seconds: float | None = None
+    cpu_seconds: float | None = None  # the CPU time of that computation (``hifirag_core.cpu``)
     round: int = 0  # 0: the first pass; 1..: a follow-up round (stamped by the spec, like ``stage``)

@@ -7,7 +7,7 @@ question in that process reads it. Stages take it as their ``rt`` argument; noth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -15,6 +15,7 @@ from hifirag_core.config import PipelineConfig
 from hifirag_core.limits import RunGuards
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.overlap import EarlyWork
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord
 from hifirag_core.retrieval.embeddings import Embedder
@@ -53,3 +54,5 @@ class Runtime:
     evidence_run: str | None = None  # the run whose search results and pages this run replays
     evidence_pages: dict[str, PageRecord] | None = None
     reuse: StoredOutputs | None = None  # stored outputs this run takes instead of computing
+    # pages' sections and rankings computed while the fetch stage ran (``limits.overlap``)
+    early: EarlyWork = field(default_factory=EarlyWork)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from hifirag_core.store.warehouse import Warehouse
 
 Role = Literal["filter", "writer"]
+# Config fields that choose how the stages compute, never what they output: no stage's cache key holds them.
+HOW_NOT_WHAT: tuple[str, ...] = ("limits.overlap",)
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,15 @@ class StageSpec:
     research: bool = False
     first_pass: bool = True
     again: Callable[[Trail, int], dict[str, Any]] | None = None
+    # Later stages whose work this one may start early (``limits.overlap``: fetch sections and ranks each page
+    # as it arrives, ``hifirag_core.pipeline.overlap``). It reads their config fields for that work, and they
+    # key their own outputs: the work is theirs, it only starts sooner.
+    ahead: tuple[str, ...] = ()
+
+    def allowed_reads(self) -> tuple[str, ...]:
+        """Config fields the stage may read: its own key's, the stages' it works ahead for, and those that
+        choose how it computes, never what (``HOW_NOT_WHAT``)."""
+        return (*self.reads, *(r for name in self.ahead for r in SPECS[name].reads), *HOW_NOT_WHAT)
 
     def __post_init__(self) -> None:
         if (self.role is None) != (self.job is None):
@@ -280,10 +292,12 @@ class StageSpec:
                                       error=message), round)
 
     def run(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> StageOutput:
-        """Compute the stage: its output stamped with its name, its round and the seconds it took."""
+        """Compute the stage: its output stamped with its name, its round, the seconds and the CPU seconds it took."""
         began = time.perf_counter()
-        output = self.compute(question, **params, rt=rt)
+        with metered() as cpu:
+            output = self.compute(question, **params, rt=rt)
         output.compute_seconds = _seconds(time.perf_counter() - began)
+        output.cpu_seconds = _seconds(cpu.seconds)
         return self.stamp(output, round)
 
     def stamp(self, output: StageOutput, round: int = 0) -> StageOutput:
@@ -438,7 +452,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
-        step=lambda o, t: steps.fetch(o),
+        step=lambda o, t: steps.fetch(o), ahead=("sections", "section_rank"),
         again=lambda t, r: {"decisions": t.at("url_filter", r), "first_order": t.next_page_order()},
     ),
     StageSpec(

@@ -12,20 +12,29 @@ What each stage reads, writes and depends on is declared in ``hifirag_core.pipel
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from datetime import UTC, date, datetime
+from typing import Any
 
 import numpy as np
 
 from hifirag_core.config import GenerationConfig, caps_apply
 from hifirag_core.corpus.store import normalize_url
+from hifirag_core.cpu import in_context
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.errors import BackendError, TransientError, error_status
-from hifirag_core.evidence.answerability import CALIBRATION, abstention_text, by_parts, strip_answerability
+from hifirag_core.evidence.answerability import (
+    CALIBRATION,
+    abstention_text,
+    by_parts,
+    evidence_signals,
+    strip_answerability,
+)
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.evidence.answerability import decide as decide_answerability
 from hifirag_core.evidence.attribution import (
@@ -37,6 +46,7 @@ from hifirag_core.evidence.attribution import (
 )
 from hifirag_core.pipeline.context import ContextLimit, context_limit
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.overlap import PagePipeline
 from hifirag_core.pipeline.runtime import Runtime
 from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
@@ -70,6 +80,7 @@ from hifirag_core.types import (
     Decision,
     FetchResult,
     PageOverview,
+    SearchHit,
     SearchSteer,
     SectionPreview,
     SourceDoc,
@@ -146,14 +157,24 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
     records: list[Record] = []
     errors: list[BackendError] = []
     steering = search_steer(question, rt)
-    for qi, query in enumerate(queries):
+
+    def one(query: str) -> list[SearchHit] | BackendError:
         try:
-            hits = (rt.search.search(query, num=rt.cfg.search.results_per_query, steer=steering) if steering.active
+            return (rt.search.search(query, num=rt.cfg.search.results_per_query, steer=steering) if steering.active
                     else rt.search.search(query, num=rt.cfg.search.results_per_query))
         except BackendError as exc:
-            errors.append(exc)
+            return exc
+
+    if rt.cfg.limits.overlap and len(queries) > 1:  # the queries at once; their rows in the plan's order
+        with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(queries))) as pool:
+            answers = list(pool.map(in_context(one), queries))
+    else:
+        answers = [one(query) for query in queries]
+    for qi, (query, hits) in enumerate(zip(queries, answers, strict=True)):
+        if isinstance(hits, BackendError):
+            errors.append(hits)
             records.append(SearchResultRecord(query=query, query_index=qi, provider=rt.search.provider,
-                                              status="failed", error=f"{type(exc).__name__}: {exc}"))
+                                              status="failed", error=f"{type(hits).__name__}: {hits}"))
             continue
         records.extend(
             SearchResultRecord(query=query, query_index=qi, rank=rank, title=h.title, url=h.url, snippet=h.snippet,
@@ -316,12 +337,16 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
             rt.page_cache.put(page)  # as fetched: whether steering keeps it depends on the question
         return _steered(page, rules, window)
 
-    if to_fetch:
-        with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(to_fetch))) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, fetch_one, order, d) for order, d in to_fetch]
-            for future in futures:
-                page = future.result()
-                records[page.order] = page
+    with _page_pipeline(question, decisions, rt, len(chosen)) as pipeline:
+        for page in records.values():  # taken from the evidence or the page cache: ready now
+            pipeline.arrived(page)
+        if to_fetch:
+            with ThreadPoolExecutor(max_workers=min(PAGE_PARALLELISM, len(to_fetch))) as pool:
+                futures = [pool.submit(in_context(fetch_one), order, d) for order, d in to_fetch]
+                for future in as_completed(futures):  # each page on to its sections as soon as it is here
+                    page = future.result()
+                    records[page.order] = page
+                    pipeline.arrived(page)
     ordered: list[Record] = [records[order] for order, _ in chosen]
     failed = [r for r in ordered if not r.ok and r.status != "excluded"]
     if failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
@@ -399,23 +424,36 @@ def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> Stage
         assert isinstance(page, PageRecord)
         if not page.ok or page.content_sha256 is None:
             continue
-        body = rt.blobs.get(page.content_sha256)
-        if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
-            parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
-        elif page.kind == "pdf":
-            parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
-        else:
-            parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
-                                    config=rt.cfg.sectioning)
-        records.extend(
-            SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
-                          heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
-                          n_words=s.n_words)
-            for s in parsed.sections
-        )
-        if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
-            records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
+        early = rt.early.take(_sections_key(question, page))
+        records.extend(early if early is not None else page_sections(page, rt))
     return StageOutput(records=records)
+
+
+def _sections_key(question: Question, page: PageRecord) -> tuple:
+    """Everything of a page that its sections depend on (with the runtime's config), and the question whose
+    stage takes them (two questions in flight never take each other's work)."""
+    return ("sections", question.id, page.url, page.content_sha256, page.kind, page.final_url, page.content_type)
+
+
+def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
+    """One fetched page's sections (with a status row when it has none, or only the part read)."""
+    if not page.ok or page.content_sha256 is None:
+        return []
+    body = rt.blobs.get(page.content_sha256)
+    if page.kind == "reddit":  # a discussion: the submission, then each top comment with its replies
+        parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
+    elif page.kind == "pdf":
+        parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
+    else:
+        parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
+                                config=rt.cfg.sectioning)
+    records = [SectionRecord(url=page.url, section_id=s.section_id, ord=s.ord, heading_path=list(s.heading_path),
+                             heading=s.heading, level=s.level, anchor=s.anchor, text=s.text, n_chars=s.n_chars,
+                             n_words=s.n_words)
+               for s in parsed.sections]
+    if parsed.status != OK:  # no sections, or (a PDF cut at its bounds, "truncated") the part read
+        records.append(SectionRecord(url=page.url, section_id="", status=parsed.status, error=parsed.error))
+    return records
 
 
 def section_preview(section: SectionRecord, chars: int) -> str:
@@ -433,15 +471,16 @@ def _pages_to_rank(decisions: StageOutput, pages: StageOutput, sections: StageOu
     for sec in sections.records:
         if isinstance(sec, SectionRecord) and sec.ok and sec.text:
             by_url.setdefault(sec.url, []).append(sec)
-    work = []
-    for page in pages.records:
-        if isinstance(page, PageRecord) and by_url.get(page.url):
-            secs = by_url[page.url]
-            hit = snippets.get(page.url)
-            overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
-            work.append((page, secs, overview,
-                         [SectionPreview(s.section_id, s.heading, section_preview(s, chars)) for s in secs]))
-    return work
+    return [(page, by_url[page.url], *_page_to_rank(page, by_url[page.url], snippets, chars))
+            for page in pages.records if isinstance(page, PageRecord) and by_url.get(page.url)]
+
+
+def _page_to_rank(page: PageRecord, secs: list[SectionRecord], snippets: dict[str, UrlDecisionRecord], chars: int
+                  ) -> tuple[PageOverview, list[SectionPreview]]:
+    """A page's overview and the previews of its sections, as the ranker reads them."""
+    hit = snippets.get(page.url)
+    overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
+    return overview, [SectionPreview(s.section_id, s.heading, section_preview(s, chars)) for s in secs]
 
 
 def section_rank_window(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
@@ -470,19 +509,16 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
     pages_to_rank = _pages_to_rank(decisions, pages, sections, rt)
     work = [(page, secs) for page, secs, _, _ in pages_to_rank]
     capped = caps_apply(rt.cfg, "filter")  # the offline default's own caps; a model keeps what it keeps
-    per_page = cfg.max_sections_per_page if capped else None
+    per_page = _sections_per_page(rt)
 
     def judge(overview: PageOverview, previews: list[SectionPreview]
               ) -> tuple[list[SectionPreview], Decision[list[int]]]:
-        if not cfg.enabled:
-            return previews, Decision(list(range(len(previews))), method="off")
-        return previews, rt.filter_model.rank_sections(question.query, overview, previews,
-                                                       max_sections=per_page or len(previews))
+        early = rt.early.take(_ranking_key(question, overview, previews, per_page, rt))
+        return previews, early if early is not None else judge_page(question, overview, previews, per_page, rt)
 
     # Each call carries this context (the question's deadline) into its worker thread.
     with ThreadPoolExecutor(max_workers=max(1, min(PAGE_PARALLELISM, len(work)))) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, judge, overview, previews)
-                   for _, _, overview, previews in pages_to_rank]
+        futures = [pool.submit(in_context(judge), overview, previews) for _, _, overview, previews in pages_to_rank]
         judged = [f.result() for f in futures]
     records: list[SectionDecisionRecord] = []
     calls: list[LLMCallRecord] = []
@@ -506,6 +542,52 @@ def rank_sections(question: Question, decisions: StageOutput, pages: StageOutput
     bad = [d.status for _, d in judged if d.status != OK]
     status = bad[0] if judged and len(bad) == len(judged) else OK
     return StageOutput(records=list(records), calls=list(calls), status=status)
+
+
+def judge_page(question: Question, overview: PageOverview, previews: list[SectionPreview], per_page: int | None,
+               rt: Runtime) -> Decision[list[int]]:
+    """One page's sections ranked (prompt A.3): the filter model reads this page's previews and no other's."""
+    if not rt.cfg.section_rank.enabled:
+        return Decision(list(range(len(previews))), method="off")
+    return rt.filter_model.rank_sections(question.query, overview, previews, max_sections=per_page or len(previews))
+
+
+def _ranking_key(question: Question, overview: PageOverview, previews: list[SectionPreview], per_page: int | None,
+                 rt: Runtime) -> tuple:
+    """Everything a page's ranking depends on (with the runtime's config and filter model), and the question
+    whose stage takes it."""
+    return ("ranking", question.id, question.query, overview, tuple(previews), per_page,
+            rt.cfg.section_rank.enabled)
+
+
+def _sections_per_page(rt: Runtime) -> int | None:
+    """The offline default's cap on the sections a page keeps; a model keeps what it keeps."""
+    return rt.cfg.section_rank.max_sections_per_page if caps_apply(rt.cfg, "filter") else None
+
+
+def _page_pipeline(question: Question, decisions: StageOutput, rt: Runtime, n_pages: int) -> PagePipeline:
+    """Where the fetch stage sends each page as it arrives: with ``limits.overlap``, on to its sections and
+    its ranking (``hifirag_core.pipeline.overlap``), which the next two stages then take; else nowhere."""
+    if not rt.cfg.limits.overlap:
+        return PagePipeline(rt.early, None, workers=0)
+    chars = rt.cfg.section_rank.preview_chars
+    snippets = {r.url: r for r in kept_urls(decisions)}
+    per_page = _sections_per_page(rt)
+    # a stage whose output comes from a stored run is not computed: ranking its pages early would pay twice
+    rank = rt.reuse is None or rt.reuse.stored_output("section_rank", question) is None
+
+    def follow(page: PageRecord) -> Iterator[tuple[Hashable, Any]]:
+        if not page.ok or page.content_sha256 is None:
+            return
+        found = page_sections(page, rt)
+        yield _sections_key(question, page), found
+        secs = [sec for sec in found if sec.ok and sec.text]
+        if rank and secs:
+            overview, previews = _page_to_rank(page, secs, snippets, chars)
+            yield (_ranking_key(question, overview, previews, per_page, rt),
+                   judge_page(question, overview, previews, per_page, rt))
+
+    return PagePipeline(rt.early, follow, workers=min(PAGE_PARALLELISM, n_pages))
 
 
 def _cap_total(records: list[SectionDecisionRecord], limit: int | None) -> None:
@@ -668,8 +750,10 @@ def _with_style(call, style: AnswerStyle):
 
 def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> StageOutput:
     style = answer_style(question, rt, dates=True)
-    decision = _with_style(lambda **kw: rt.writer_model.draft(question.query, sources,
-                                                              max_words=rt.cfg.generation.draft_words, **kw), style)
+    with _while_writing(question, sources, rt):
+        decision = _with_style(lambda **kw: rt.writer_model.draft(question.query, sources,
+                                                                  max_words=rt.cfg.generation.draft_words, **kw),
+                               style)
     text = _writer_text(decision.value.last_reply, rt) if decision.status == OK else None
     record = DraftRecord(text=text, n_words=word_count(text) if text else None,
                          source_urls=[s.url for s in sources], method=decision.method,
@@ -679,6 +763,26 @@ def write_draft(question: Question, sources: list[SourceDoc], rt: Runtime) -> St
                          status=decision.status, error=decision.error)
     return StageOutput(records=[record], calls=list(decision.calls), value=decision.value,
                        status=decision.status, error=decision.error)
+
+
+def _similarity(rt: Runtime) -> Callable[[str, list[str]], np.ndarray]:
+    """MiniLM cosine of each text to the question, through the run's cached embedder."""
+    return lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q)
+
+
+@contextlib.contextmanager
+def _while_writing(question: Question, sources: list[SourceDoc], rt: Runtime) -> Iterator[None]:
+    """With ``limits.overlap``, embed what the answerability check will read (the kept sections' leads and
+    sentences) on another thread while the writer writes, joined when it is done: the check, after the
+    writer's passes, then finds every vector in the embedder's cache. It computes the same encodings in
+    the same batches either way, so its verdict is the same."""
+    if not rt.cfg.limits.overlap or not sources:
+        yield
+        return
+    # a failure here is left in its future: the check computes the vectors itself and meets it there
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hifirag-overlap") as pool:
+        pool.submit(in_context(evidence_signals), question.query, sources, _similarity(rt))
+        yield
 
 
 def conversation_to_json(conversation: Conversation) -> str:
@@ -779,7 +883,7 @@ def answerability(question: Question, sources: list[SourceDoc], draft: StageOutp
 
     def decide(query: str) -> Answerability:
         return decide_answerability(
-            query, sources, lambda q, texts: rt.embedder.encode(texts) @ rt.embedder.encode_one(q),
+            query, sources, _similarity(rt),
             writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
             calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
 

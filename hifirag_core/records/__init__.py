@@ -329,6 +329,9 @@ class StageRunRecord(Record):
     cache_key: str | None = None
     n_rows: int = 0
     compute_seconds: float | None = None  # what computing the output took, in the run that computed it
+    # CPU seconds computing it took, in this process: the stage's own thread and the worker threads it ran
+    # (page fetches, rankings, the overlapped work it started); with compute_seconds, from the computing run
+    cpu_seconds: float | None = None
 
 
 @dataclass(kw_only=True)

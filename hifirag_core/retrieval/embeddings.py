@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hifirag_core.config import usable_cores
+from hifirag_core.cpu import in_context
 from hifirag_core.retrieval.minilm import MiniLM, load_minilm, onnx_path
 
 DIM = 384
@@ -145,9 +146,11 @@ class Encoder:
         if len(texts) <= 2:  # one batch: nothing to gain from measuring lengths first
             batches = [list(range(len(texts)))]
         else:
-            batches = length_batches(self._pool.submit(self._token_lengths, texts).result(), batch_size)
+            batches = length_batches(self._pool.submit(in_context(self._token_lengths), texts).result(), batch_size)
         out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
-        futures = [(batch, self._pool.submit(self._forward, [texts[i] for i in batch])) for batch in batches]
+        # in_context: the worker's CPU time counts for the stage that asked (``hifirag_core.cpu``)
+        futures = [(batch, self._pool.submit(in_context(self._forward), [texts[i] for i in batch]))
+                   for batch in batches]
         for batch, future in futures:
             for i, vector in zip(batch, future.result(), strict=True):
                 out[i] = vector

@@ -1,7 +1,8 @@
 -- Time, calls, tokens and cost per stage of each run. Paid calls are the ones not reused from the
 -- stage cache that a model answered and billed (it reported tokens); unbilled ones reached no model
 -- or got no billed answer (a refused connection, an HTTP error, a timeout). Reused calls keep the
--- tokens and cost of the run that paid for them.
+-- tokens and cost of the run that paid for them. cpu_seconds: the CPU time of the stages this run
+-- computed (the stage's thread and the worker threads it ran).
 CREATE OR REPLACE VIEW stage_costs AS
 WITH timing AS (
     SELECT run_id, stage,
@@ -9,7 +10,8 @@ WITH timing AS (
            count(*) FILTER (WHERE NOT cached)       AS computed,
            count(*) FILTER (WHERE cached)           AS from_cache,
            count(*) FILTER (WHERE status <> 'ok')   AS not_ok,
-           round(sum(seconds), 3)                   AS seconds
+           round(sum(seconds), 3)                   AS seconds,
+           round(sum(cpu_seconds) FILTER (WHERE NOT cached), 3) AS cpu_seconds
     FROM stage_runs GROUP BY run_id, stage
 ), calls AS (
     SELECT run_id, stage,
@@ -26,5 +28,6 @@ WITH timing AS (
 SELECT t.run_id, t.stage, t.question_stages, t.computed, t.from_cache, t.not_ok, t.seconds,
        coalesce(c.llm_calls_paid, 0) AS llm_calls_paid, coalesce(c.llm_calls_unbilled, 0) AS llm_calls_unbilled,
        coalesce(c.llm_calls_reused, 0) AS llm_calls_reused,
-       c.tokens_in, c.tokens_out, c.tokens_thinking, coalesce(c.cost_usd, 0) AS cost_usd, c.mean_latency_s
+       c.tokens_in, c.tokens_out, c.tokens_thinking, coalesce(c.cost_usd, 0) AS cost_usd, c.mean_latency_s,
+       t.cpu_seconds
 FROM timing t LEFT JOIN calls c USING (run_id, stage);
