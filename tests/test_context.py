@@ -84,3 +84,17 @@ def test_a_window_keeps_the_best_sections_whole_rank_by_rank_and_cuts_at_a_sente
     assert [s.url for s in only_first] == ["https://a"]  # a page left without sections is not numbered
     proportional = build_sources(q, pages, sections, ranking, cfg)  # the offline cap (24,000): all fits
     assert [len(s.sections) for s in proportional] == [2, 2]
+
+
+def test_the_offline_cap_trims_every_section_alike_and_never_cuts_a_word():
+    from hifirag_core.pipeline.context import ContextLimit
+
+    long = "Single-column primary keys are needed for the admin interface to work; e.g., you need one value. " * 30
+    pages, sections, ranking = _evidence({"https://a": [long, long], "https://b": [long]})
+    cfg = build_config().generation
+    q = Question("q", "question?", None, 1)
+    trimmed = build_sources(q, pages, sections, ranking, cfg, ContextLimit(len(long), True, "offline cap"))
+    texts = [s.text for doc in trimmed for s in doc.sections]
+    assert len(texts) == 3 and all(len(t) <= len(long) // 3 + 1 for t in texts)
+    # each ends where a sentence of the source ends
+    assert all(t.endswith("one value.") and long.startswith(t) for t in texts)

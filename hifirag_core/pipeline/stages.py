@@ -670,7 +670,7 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
     if limit.proportional:
         total = sum(len(texts[d.section_id]) for ds in by_page.values() for d in ds)
         share = min(1.0, limit.chars / total) if total else 1.0  # trim every section alike to fit the context
-        sent = {d.section_id: texts[d.section_id][: max(200, int(len(texts[d.section_id]) * share))]
+        sent = {d.section_id: trim_at_sentence(texts[d.section_id], max(200, int(len(texts[d.section_id]) * share)))
                 for ds in by_page.values() for d in ds}
     else:
         sent = _fill_context([(p.order, by_page[p.url]) for p in ordered], texts, limit.chars)
@@ -689,6 +689,21 @@ def build_sources(question: Question, pages: StageOutput, sections: StageOutput,
 def writer_context(rt: Runtime) -> ContextLimit:
     """The bound on the writer's web content in this run, now (``hifirag_core.pipeline.context``)."""
     return context_limit(rt.cfg, rt.guards.budget if rt.guards is not None else None)
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
+
+
+def trim_at_sentence(text: str, chars: int) -> str:
+    """``text`` in at most ``chars`` characters, cut after its last sentence (or line) that ends within them,
+    else after its last whole word: a writer that copies sentences must never copy half a word."""
+    if len(text) <= chars:
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, chars + 1) if m.end() <= chars]
+    if ends:
+        return text[:ends[-1]].rstrip()
+    space = text.rfind(" ", 0, chars + 1)
+    return text[:space].rstrip() if space > 0 else text[:chars]
 
 
 def _fill_context(pages: list[tuple[int, list[SectionDecisionRecord]]], texts: dict[str, str],
