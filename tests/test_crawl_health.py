@@ -11,6 +11,7 @@ from hifirag_core.backends.factory import build_fetcher
 from hifirag_core.config import build_config
 from hifirag_core.pipeline import stages
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.overlap import EarlyWork
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, SectionRecord, UrlDecisionRecord
 from hifirag_core.store.blobs import BlobStore
@@ -42,7 +43,7 @@ def runtime(tmp_path: Path, fake: ScrapingdogFake, make_guards, page_cache: Page
     cfg = build_config(overrides={"backends": {"fetch": "scrapingdog", "scrapingdog_base_url": fake.base_url}})
     fetcher = build_fetcher(cfg, guards=make_guards(cfg), env={"SCRAPINGDOG_API_KEY": fake.api_key})
     return SimpleNamespace(cfg=cfg, fetcher=fetcher, blobs=BlobStore(tmp_path / "blobs"), page_cache=page_cache,
-                           evidence_pages=None, evidence_run=None, reddit=None)
+                           evidence_pages=None, evidence_run=None, reddit=None, reuse=None, early=EarlyWork())
 
 
 PAGES = {

@@ -170,8 +170,9 @@ def test_a_run_stopped_in_the_middle_leaves_no_process(tmp_path, data_root, exam
                                                        runner):
     mark = uuid.uuid4().hex
     log = tmp_path / "run.log"
-    # 30 questions one at a time: the offline pipeline answers the test site's three in under a second
-    many = write_questions(tmp_path / "many.jsonl", [{**q, "iid": f"{q['iid']}-{n}"} for n in range(10)
+    # 300 questions one at a time: the offline pipeline answers one of the test site's in about 0.1 s, so 30
+    # could all be answered between the first answer and the signal on a loaded machine (seen in a full run)
+    many = write_questions(tmp_path / "many.jsonl", [{**q, "iid": f"{q['iid']}-{n}"} for n in range(100)
                                                      for q in QUESTIONS])
     cmd = [sys.executable, "-m", "flows.cli", "run", str(many), "--data-root", str(data_root),
            "--set", f"generation.examples={examples_file}", "--set", "limits.concurrency=1",
@@ -196,7 +197,7 @@ def test_a_run_stopped_in_the_middle_leaves_no_process(tmp_path, data_root, exam
             proc.wait()
     label = f"{signal.Signals(sig).name} to hifirag run --runner {runner} mid-run (exit code {proc.returncode})"
     survivors = _orphan_check(label, proc.pid, seen, mark)
-    assert proc.returncode != 0 and "[30/30]" not in log.read_text(errors="replace")  # stopped mid-run
+    assert proc.returncode != 0 and "[300/300]" not in log.read_text(errors="replace")  # stopped mid-run
     _kill(survivors)
     assert survivors == []
 
