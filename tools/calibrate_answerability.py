@@ -38,26 +38,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from hifirag_core.evaluation.transfer import fit_logistic  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
 
 FEATURES = ("section", "sentence", "coverage")
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.ndarray:
-    """Weights (intercept first) maximizing the penalized log-likelihood (Newton-Raphson)."""
-    design = np.hstack([np.ones((len(x), 1)), x])
-    w = np.zeros(design.shape[1])
-    penalty = l2 * np.eye(design.shape[1])
-    penalty[0, 0] = 0.0  # the intercept is not shrunk
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-design @ w))
-        gradient = design.T @ (y - p) - penalty @ w
-        hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
-        step = np.linalg.solve(hessian, gradient)
-        w = w + step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
 
 
 def probabilities(w: np.ndarray, x: np.ndarray) -> np.ndarray:
