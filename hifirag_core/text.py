@@ -42,6 +42,12 @@ def question_keywords(question: str) -> list[str]:
     return terms
 
 
+def section_preview(heading_path: tuple[str, ...] | list[str], text: str | None, chars: int) -> str:
+    """A section as its ranker reads it: the heading path and the first ``chars`` characters of the text."""
+    path = " > ".join(heading_path) or "(untitled)"
+    return f"{path}: {(text or '')[:chars]}"
+
+
 def normalize_ws(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 

@@ -17,7 +17,7 @@ from hifirag_core.backends.offline import (
 )
 from hifirag_core.config import build_config
 from hifirag_core.retrieval.embeddings import Embedder
-from hifirag_core.retrieval.scoring import keep_relative, mmr_select
+from hifirag_core.retrieval.scoring import hybrid_scores, keep_relative, mmr_select
 from hifirag_core.text import word_count
 from hifirag_core.types import (
     ChatTurn,
@@ -256,3 +256,32 @@ def test_a_dependent_sentence_is_numbered_in_the_step_of_its_antecedent(models):
         "1. Run tidewater rotate to start a new journal file. [1] It keeps the last three journals. [1]",
         "2. Run tidewater sync again to write into the new journal. [1]",
     ]
+
+
+def test_each_part_is_answered_from_the_section_whose_heading_asks_it(models):
+    """A question of two parts: the draft opens with each part's answer, in the question's order, taken from
+    the section whose heading and lead match the part (the answer does not repeat its question), not from a
+    sentence elsewhere that shares the part's words; the refine pass keeps both however short it must be."""
+    _, writer = models
+    question = "How do I limit the bandwidth of a sync, and why are conflicts renamed?"
+    answer_two = "Tidewater keeps both copies, and the newer copy gets the device name appended."
+    decoy = "Renamed files are listed as renamed conflicts when a conflict is renamed twice in version two."
+
+    def doc(n: int, heading: str, text: str, score: float) -> SourceDoc:
+        return SourceDoc(n, f"https://a/{n}", heading, "", (SourceSection(f"s{n}", (heading,), text, score),))
+
+    sources = [doc(1, "Limiting bandwidth", "Use the --max-rate option to limit the bandwidth of a sync. "
+                   "The limit applies to uploads and downloads alike.", 0.9),
+               doc(2, "Release notes", decoy, 0.6),
+               doc(3, "Why are conflicts renamed?", answer_two, 0.5)]
+    part = "why are conflicts renamed"
+    assert np.argmax(hybrid_scores(part, [decoy, answer_two], writer.embedder)) == 0  # the sentence alone misleads
+    draft = writer.draft(question, sources, max_words=60).value
+    text = draft.last_reply
+    assert text.startswith("Use the --max-rate option to limit the bandwidth of a sync. [1] " + answer_two + " [3]"), text
+    assert "[2 sentences open the draft" in draft.turns[0].text
+    short = [FewShotExample("q", "one two three four five")] * 3  # a target far below the two answers
+    refined = writer.refine(question, draft, short).value
+    assert "[1]" in refined and "[3]" in refined and answer_two in refined, refined
+    one_part = writer.draft("How do I limit the bandwidth of a sync?", sources, max_words=60).value
+    assert "open the draft" not in one_part.turns[0].text

@@ -71,6 +71,7 @@ from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.steering import DateWindow, SiteRules
+from hifirag_core.text import section_preview as text_preview
 from hifirag_core.text import split_sentences, word_count
 from hifirag_core.types import (
     RETRYABLE_FETCH_STATUSES,
@@ -458,8 +459,7 @@ def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
 
 def section_preview(section: SectionRecord, chars: int) -> str:
     """What the ranker sees: the heading path and the first ``chars`` characters of the text."""
-    path = " > ".join(section.heading_path) or "(untitled)"
-    return f"{path}: {(section.text or '')[:chars]}"
+    return text_preview(section.heading_path, section.text, chars)
 
 
 def _pages_to_rank(decisions: StageOutput, pages: StageOutput, sections: StageOutput, rt: Runtime
