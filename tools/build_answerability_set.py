@@ -20,7 +20,7 @@ A FAQ page that stays in the corpus never leaves it: a left-out question whose a
 It writes ``answer_pages`` of ``answerability_set.json`` (question id -> pages) and prints, for a sample
 of questions, the best passage that stays, to be read by hand: that is the label check.
 
-    .venv/bin/python tools/build_answerability_set.py --data-root warehouse/data --check 20
+    .venv/bin/python tools/build_answerability_set.py  --check 20
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from hifirag_core.backends.offline import search_queries  # noqa: E402
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
 from hifirag_core.corpus.store import is_excluded, open_corpus, passages  # noqa: E402
 from hifirag_core.evaluation.answerability_set import SPEC_PATH, faq_page_left_out, load_spec  # noqa: E402
-from hifirag_core.resources import shared_data_dir
+from hifirag_core.resources import data_root, shared_data_dir
 from hifirag_core.retrieval.embeddings import Embedder  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
 
@@ -48,9 +48,9 @@ PASSAGE_CHARS = 2000  # MiniLM reads 256 tokens; the rest only costs tokenizing
 PER_QUERY = 20
 
 
-def kept_sections(data_root: Path, run_id: str) -> dict[str, list[tuple[str, str]]]:
+def kept_sections(root: Path, run_id: str) -> dict[str, list[tuple[str, str]]]:
     """question -> (page URL, heading and text) of every section the run's ranking kept."""
-    rows = Warehouse(data_root).query(
+    rows = Warehouse(root).query(
         """SELECT d.question_id, s.url, concat_ws(' ', s.heading, s.text) FROM section_decisions d
            JOIN sections s USING (run_id, question_id, section_id) WHERE d.run_id = ? AND d.kept""", [run_id]).rows
     out: dict[str, list[tuple[str, str]]] = {}
@@ -61,23 +61,24 @@ def kept_sections(data_root: Path, run_id: str) -> dict[str, list[tuple[str, str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", type=Path, default=Path("warehouse/data"))
+    parser.add_argument("--data-root", type=Path, help="the data root [default: $HIFIRAG_DATA_ROOT, else the project's]")
     parser.add_argument("--threshold", type=float, default=0.55)
     parser.add_argument("--check", type=int, default=20, help="questions whose best remaining passage is printed")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--write", action="store_true", help="write answer_pages into answerability_set.json")
     parser.add_argument("--run", help="a run of the set: the sections it kept are candidates too")
     args = parser.parse_args()
-    kept = kept_sections(args.data_root, args.run) if args.run else {}
+    root = data_root(args.data_root)
+    kept = kept_sections(root, args.run) if args.run else {}
 
-    corpus = open_corpus(args.data_root, "docs")
+    corpus = open_corpus(root, "docs")
     urls, owners, bm25 = corpus.bm25()
     pages = corpus.pages()
     faq = np.array([0.0 if any(fnmatch.fnmatchcase(u, p) for p in FAQ_PAGE_PATTERNS) else 1.0 for u in urls],
                    dtype=np.float32)
     mask = faq[owners]
     texts = [chunk for u in urls for chunk in (passages(pages[u].title, pages[u].text) or [pages[u].title])]
-    embedder = Embedder(args.data_root / "cache" / "vectors.sqlite")
+    embedder = Embedder(root / "cache" / "vectors.sqlite")
     rows = [json.loads(line) for line in (shared_data_dir() / "docs_faq" / "faq_qa.jsonl").open(encoding="utf-8")]
     left_out = [r for r in rows if faq_page_left_out(r["corpus"], r["page"])]
     found: dict[str, list[str]] = {}

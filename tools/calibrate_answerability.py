@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hifirag_core.evaluation.transfer import fit_logistic  # noqa: E402
+from hifirag_core.resources import data_root  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
 
 FEATURES = ("section", "sentence", "coverage")
@@ -67,13 +68,13 @@ def load(warehouse: Warehouse, run_id: str) -> tuple[list[str], list[str], np.nd
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_id")
-    parser.add_argument("--data-root", type=Path, default=Path("warehouse/data"))
+    parser.add_argument("--data-root", type=Path, help="the data root [default: $HIFIRAG_DATA_ROOT, else the project's]")
     parser.add_argument("--recall", type=float, default=0.85, help="abstention recall the threshold must reach")
     parser.add_argument("--sure", type=float, default=0.95, help="share answerable above partial_below")
     parser.add_argument("--l2", type=float, default=1.0, help="penalty of the direction's fit")
     args = parser.parse_args()
 
-    ids, origins, x, y = load(Warehouse(args.data_root), args.run_id)
+    ids, origins, x, y = load(Warehouse(data_root(args.data_root)), args.run_id)
     print(f"tune half: {len(y)} questions, {int(y.sum())} answerable, {int(len(y) - y.sum())} not "
           f"({', '.join(f'{o} {origins.count(o)}' for o in sorted(set(origins)))})")
     for name, column in zip(FEATURES, x.T, strict=True):

@@ -3,7 +3,7 @@ cited" per question, with McNemar's cells and the paired percentile bootstrap in
 
 Run after ``hifirag eval --dataset two-part-report --variants final_abstain,final_deep``:
 
-    .venv/bin/python tools/two_part_paired.py BASELINE_RUN SYSTEM_RUN --data-root warehouse/data
+    .venv/bin/python tools/two_part_paired.py BASELINE_RUN SYSTEM_RUN
 
 A question counts when both gold sections were kept by section ranking (in any round) and the answer
 cites both pages (``hifirag_core.evaluation.two_part``).
@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from hifirag_core.evaluation.two_part import gold_sections_found, paired_table
+from hifirag_core.resources import data_root
 from hifirag_core.store.warehouse import Warehouse
 
 
@@ -33,9 +34,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline_run")
     parser.add_argument("system_run")
-    parser.add_argument("--data-root", type=Path, default=Path("warehouse/data"))
+    parser.add_argument("--data-root", type=Path, help="the data root [default: $HIFIRAG_DATA_ROOT, else the project's]")
     args = parser.parse_args()
-    warehouse = Warehouse(args.data_root)
+    warehouse = Warehouse(data_root(args.data_root))
     names = (_variant(warehouse, args.baseline_run), _variant(warehouse, args.system_run))
     table = paired_table(gold_sections_found(warehouse, args.baseline_run),
                          gold_sections_found(warehouse, args.system_run), names)
