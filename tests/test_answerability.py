@@ -145,7 +145,7 @@ def test_an_abstaining_answer_lists_the_closest_sources_and_cites_nothing():
 def test_a_reply_still_arriving_never_shows_its_answerability_line_and_only_grows():
     reply = "Use the --max-rate option.\nAnother way is a limit file.\n**ANSWERABILITY:** answered - the sync page says so"
     shown = [strip_answerability_so_far(reply[:n]) for n in range(1, len(reply) + 1)]
-    assert all(b.startswith(a) for a, b in zip(shown, shown[1:]))  # a held-back line never makes it shrink
+    assert all(b.startswith(a) for a, b in zip(shown, shown[1:], strict=False))  # a held-back line never makes it shrink
     assert shown[-1] == "Use the --max-rate option.\nAnother way is a limit file."
     assert not any("answerab" in s.lower() for s in shown)
     assert strip_answerability_so_far('Done.\n{"answerability": "parti') == "Done."

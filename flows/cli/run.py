@@ -54,8 +54,9 @@ from hifirag_core.store.warehouse import Warehouse
 def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`); the default answers "
-                                         "like the paper's final system but says so when the sources found do not "
-                                         "answer the question (final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
+                                         "like the paper's final system, searches again for what its first sources "
+                                         "miss, and says so when the sources found do not answer the question "
+                                         "(final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
     variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
