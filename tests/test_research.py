@@ -155,6 +155,15 @@ def test_a_two_part_question_looks_again_finds_the_other_page_and_cites_both(tmp
     again = run_flow(questions, ONE_PAGE, variant="final_deep")  # every round is cached by its inputs
     assert again["stage_computations"] == 0 and again["n_looked_again"] == 1
 
+    # the same run id again, looking again no more: round 1's rows go, from every table
+    fewer = run_flow(questions, [*ONE_PAGE, "research.max_rounds=0"], variant="final_deep", run_id=run_id)
+    assert fewer["run_id"] == run_id and fewer["n_looked_again"] == 0
+    for table in ("stage_runs", "pages", "sections", "section_decisions", "search_results"):
+        (later,) = w.query(f"SELECT count(*) FROM {table} WHERE run_id = ? AND round > 0", [run_id]).rows[0]
+        assert later == 0, table
+    # the gold section, kept only in round 1, is now kept in no round (the stale rows said round 1)
+    assert w.query("SELECT gold_kept_round, rounds FROM evidence_funnel WHERE run_id = ?", [run_id]).rows == [(None, 0)]
+
     paper = run_flow(questions, ONE_PAGE, variant="final")
     (checks,) = w.query("SELECT count(*) FROM stage_runs WHERE run_id = ? AND stage IN ('sufficiency', 'followup')",
                         [paper["run_id"]]).rows[0]

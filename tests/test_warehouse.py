@@ -149,3 +149,27 @@ def test_readers_never_fail_while_another_process_compacts_its_run(tmp_path):
         writer.join(120)
     assert writer.exitcode == 0
     assert w.query("SELECT count(*) FROM answers WHERE run_id = 'busy'").rows == [(5,)]
+
+
+def test_a_rerun_that_looks_again_fewer_times_leaves_no_later_round(tmp_path):
+    """The rows of rounds past the question's last one this time go, from plain and compacted files alike;
+    the other rounds and the other questions stay."""
+    w = Warehouse(tmp_path)
+
+    def sections(q: str, rounds: range) -> None:
+        for r in rounds:
+            w.write("sections", [SectionRecord(url=f"u{r}", section_id=f"{q}-{r}")], run_id="r1", stage="sections",
+                    question_id=q, round=r)
+
+    def kept() -> list[tuple]:
+        return w.query("SELECT question_id, round FROM sections ORDER BY 1, 2").rows
+
+    sections("q1", range(3))
+    sections("q2", range(3))
+    assert w.drop_rounds_after("r1", "q1", 1, ["sections"]) == 1
+    assert kept() == [("q1", 0), ("q1", 1), ("q2", 0), ("q2", 1), ("q2", 2)]
+    w.compact_run("r1")
+    assert w.drop_rounds_after("r1", "q2", 0, ["sections"]) == 1  # the compacted file rewritten once
+    assert kept() == [("q1", 0), ("q1", 1), ("q2", 0)]
+    assert w.drop_rounds_after("r1", "q2", 0, ["sections"]) == 0
+    assert w.drop_rounds_after("other", "q1", 0, ["sections"]) == 0

@@ -636,7 +636,8 @@ def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: St
 
 
 def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
-    """Persist every stage's rows and the LLM calls behind them (marked reused when the stage was)."""
+    """Persist every stage's rows and the LLM calls behind them (marked reused when the stage was), and
+    nothing of a round the question did not reach this time."""
     qid = result.question.id
     calls: list[LLMCallRecord] = []
     for output, cached in zip(result.outputs, result.cached, strict=True):
@@ -644,6 +645,9 @@ def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> N
         calls += [replace(c, cache_hit=True) if cached else c for c in output.calls]
     warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
     warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
+    # an earlier attempt under this run id that looked again more times leaves no later round behind
+    warehouse.drop_rounds_after(run_id, qid, max((o.round for o in result.outputs), default=0),
+                                [s.name for s in ROUND])
 
 
 def elapsed_since(began: float) -> float:

@@ -21,7 +21,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,6 +120,36 @@ class Warehouse:
                 self._drop_from_compacted(compacted, stage, question_id, round)
             self._atomic_write(arrow, part / self._key_file(stage, question_id, round))
         return arrow.num_rows
+
+    def drop_rounds_after(self, run_id: str, question_id: str, last: int, stages: Iterable[str]) -> int:
+        """Remove one question's rows of the follow-up rounds after ``last`` (of the ``stages`` a round runs)
+        from every table of the run: a rerun under the same run id that looks again fewer times leaves no
+        earlier attempt's later rounds beside its own. Rounds are numbered without gaps, so the files are
+        looked for by name, round after round, until one has none. Returns the files removed or rewritten."""
+        parts = sorted(self.tables_dir.glob(f"*/run_id={check_run_id(run_id)}"))
+        stages = list(stages)
+        changed, later = 0, last + 1
+        while found := [f for part in parts for stage in stages
+                        if (f := part / self._key_file(stage, question_id, later)).exists()]:
+            for path in found:
+                with self._lock(path.parent):
+                    path.unlink(missing_ok=True)
+            changed += len(found)
+            later += 1
+        for part in parts:
+            compacted = part / COMPACTED
+            if not compacted.exists():
+                continue
+            with self._lock(part):
+                merged = pq.read_table(compacted)
+                if "round" not in merged.column_names:
+                    continue
+                stale = pc.and_(pc.equal(merged["question_id"], question_id),
+                                pc.greater(pc.fill_null(merged["round"], 0), last))
+                if pc.any(stale).as_py():
+                    self._atomic_write(merged.filter(pc.invert(stale)), compacted)
+                    changed += 1
+        return changed
 
     @staticmethod
     def _atomic_write(arrow: pa.Table, target: Path) -> None:
