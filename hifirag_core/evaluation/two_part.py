@@ -134,8 +134,9 @@ def gold_sections_found(warehouse: Warehouse, run_id: str) -> dict[str, list[tup
     kept it in any round and whether the answer cites its page. A kept section is the gold one when its
     anchor is the gold anchor or its heading is that part's question (as the evidence funnel matches a FAQ
     question's). Only rounds the run's ledger (``stage_runs``) holds count: a rerun under the same run id that
-    looks again fewer times leaves an earlier attempt's later rounds in the tables. Questions without
-    ``gold_sections`` are left out."""
+    looked again fewer times left an earlier attempt's later rounds in the tables before such rows were
+    removed on write (``Warehouse.drop_rounds_after``), and older data roots still hold them. Questions
+    without ``gold_sections`` are left out."""
     golds: dict[str, list[tuple[str, str, str]]] = {}
     for qid, meta_json in warehouse.query("SELECT question_id, meta_json FROM questions WHERE run_id = ?",
                                           [run_id]).rows:
