@@ -98,8 +98,9 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
     ("answerability.abstain (final_abstain), answerability.show (final_judged)",
      "Not in the paper: whether the sources answer the question (answered, partial, not_found), from a "
      "calibrated evidence score offline (fitted on two corpora) or the writer's own line with a model. "
-     "final_abstain says the sources do not answer instead of answering (the default); final_judged always "
-     "answers and shows the decision beside it (the default whenever the judgment misses the transfer targets).",
+     "final_abstain and final_deep (the default) say the sources do not answer instead of answering; "
+     "final_judged always answers and shows the decision beside it (the default whenever the judgment misses "
+     "the transfer targets).",
      "The paper always answers. A default abstains only with a judgment that holds on a corpus it was not "
      "fitted on (docs/evaluation.md, Transfer)."),
     ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
