@@ -24,7 +24,7 @@ ANSWERS = """SELECT question_id, text, cited_urls, answerability, answerability_
 
 
 def test_final_abstain_abstains_on_what_the_site_does_not_cover_and_answers_the_rest(tmp_path, data_root,
-                                                                                             run_flow):
+                                                                                   run_flow):
     questions = write_questions(tmp_path / "mixed.jsonl", [*QUESTIONS, *OFF_TOPIC])
     summary = run_flow(questions, variant="final_abstain")
     assert (summary["n_answered"], summary["n_abstained"]) == (5, 2)

@@ -20,7 +20,7 @@ A FAQ page that stays in the corpus never leaves it: a left-out question whose a
 It writes ``answer_pages`` of ``answerability_set.json`` (question id -> pages) and prints, for a sample
 of questions, the best passage that stays, to be read by hand: that is the label check.
 
-    .venv/bin/python tools/build_answerability_set.py  --check 20
+    .venv/bin/python tools/build_answerability_set.py --check 20
 """
 
 from __future__ import annotations

@@ -71,8 +71,7 @@ from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.steering import DateWindow, SiteRules
-from hifirag_core.text import section_preview as text_preview
-from hifirag_core.text import split_sentences, word_count
+from hifirag_core.text import section_preview, split_sentences, word_count
 from hifirag_core.types import (
     RETRYABLE_FETCH_STATUSES,
     AnswerStyle,
@@ -457,11 +456,6 @@ def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
     return records
 
 
-def section_preview(section: SectionRecord, chars: int) -> str:
-    """What the ranker sees: the heading path and the first ``chars`` characters of the text."""
-    return text_preview(section.heading_path, section.text, chars)
-
-
 def _pages_to_rank(decisions: StageOutput, pages: StageOutput, sections: StageOutput, rt: Runtime
                    ) -> list[tuple[PageRecord, list[SectionRecord], PageOverview, list[SectionPreview]]]:
     """Each page with sections: its sections, its overview and the previews the ranker reads."""
@@ -480,7 +474,8 @@ def _page_to_rank(page: PageRecord, secs: list[SectionRecord], snippets: dict[st
     """A page's overview and the previews of its sections, as the ranker reads them."""
     hit = snippets.get(page.url)
     overview = PageOverview(page.url, page.title or "", (hit.snippet if hit else "") or "")
-    return overview, [SectionPreview(s.section_id, s.heading, section_preview(s, chars)) for s in secs]
+    return overview, [SectionPreview(s.section_id, s.heading, section_preview(s.heading_path, s.text, chars))
+                      for s in secs]
 
 
 def section_rank_window(question: Question, decisions: StageOutput, pages: StageOutput, sections: StageOutput,
