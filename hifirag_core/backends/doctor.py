@@ -237,6 +237,8 @@ def profile_gaps(spec: str, cfg: PipelineConfig, env: Mapping[str, str] | None =
             if model.startswith("gemini-"):
                 gaps.append(f"the server's model name for the {role} role (models.{role} is still {model}): "
                             f"--profile {name}:MODEL@URL")
+    row = registry.backend("search", cfg.backends.search)
+    gaps += [f"{path}: {row.summary}" for path in row.settings if not _setting(cfg, path)]
     for secret in required_secrets(cfg):
         if optional_secret(secret, env) is None:
             gaps.append(f"{' or '.join(SECRETS[secret].env)}: {SECRETS[secret].purpose}")

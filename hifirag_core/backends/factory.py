@@ -9,6 +9,7 @@ once, before a run starts. The offline and local backends are built by the runti
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -36,6 +37,7 @@ from hifirag_core.types import ChatModel, Fetcher, SearchBackend
 from hifirag_core.web.reddit import RedditSource
 
 Role = Literal["filter", "writer"]
+logger = logging.getLogger(__name__)
 
 
 def build_guards(cfg: PipelineConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
@@ -71,8 +73,11 @@ def required_secrets(cfg: PipelineConfig) -> list[str]:
     return list(dict.fromkeys(needed))
 
 
-def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> None:
-    """Raise ``MissingSecretError`` listing every variable the configuration needs but lacks."""
+def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None, *, today: date | None = None) -> None:
+    """Raise ``MissingSecretError`` listing every variable the configuration needs but lacks (and a
+    ``ConfigError`` for a search service that has ended); warn about one that is closing."""
+    for notice in search_notices(cfg, today=today):
+        logger.warning(notice)
     missing = [SECRETS[n] for n in required_secrets(cfg) if optional_secret(n, env) is None]
     if missing:
         lines = "; ".join(f"{' or '.join(s.env)} ({s.purpose})" for s in missing)

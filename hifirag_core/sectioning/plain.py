@@ -3,10 +3,10 @@ with its results (MMU-RAGent's FineWeb and ClueWeb22).
 
 The text is split into paragraphs at blank lines (a text with no blank line at all: at each line break);
 lines inside a paragraph are joined with spaces. The paragraphs sit under one heading, the document's
-title (for a document without one, its first line, cut to 80 characters), and become sections the same
-way an HTML page's run of paragraphs under a heading does: consecutive paragraphs packed into sections
-of at most ``sectioning.max_section_chars``, split only between paragraphs (a paragraph longer than that
-is split at sentence ends). Section ids are stable: the URL, the heading and the part's occurrence.
+title (for a document without one, its first line, cut to 80 characters; a first paragraph that is the
+title is not repeated as text), and become sections the same way an HTML page's run of paragraphs under a
+heading does: consecutive paragraphs packed into sections of at most ``sectioning.max_section_chars``,
+split only between paragraphs (a longer paragraph is cut as an HTML one is, ``outline.split_block``). Section ids are stable: the URL, the heading and the part's occurrence.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def parse_text_sections(text: str, url: str, *, title: str | None = None,
     if not paras:
         return ParsedPage(url, title, (), "no_text", "the document has no text", "utf-8")
     heading = (title or "").strip() or paras[0][:TITLE_CHARS]
+    if paras[0] == heading and len(paras) > 1:  # the first line is the title: not text again
+        paras = paras[1:]
     events: list[Event] = [Heading(1, heading, None, "title"), *paras]
     sections = build_sections(events, url, max_chars=config.max_section_chars, min_chars=config.min_section_chars)
     if not sections:
