@@ -241,7 +241,9 @@ def test_a_document_without_headings_is_sectioned_by_paragraphs() -> None:
     page = parse_text_sections(DOC, "https://x.example/a", config=build_config().sectioning)
     assert page.ok and page.title == "Creating virtual environments"
     assert [s.heading for s in page.sections] == ["Creating virtual environments"]
-    assert "Each has its own Python binary." in page.sections[0].text
+    # lines of one paragraph are joined; paragraphs are kept apart
+    assert page.sections[0].text == ("The venv module creates lightweight virtual environments. Each has its own "
+                                     "Python binary.\n\nRun python -m venv /path/to/env to create one.")
     long = "\n\n".join(f"Paragraph {i} " + "word " * 200 for i in range(10))
     small = parse_text_sections(long, "https://x.example/b", title="T",
                                 config=build_config(overrides={"sectioning": {"max_section_chars": 2500}}).sectioning)
