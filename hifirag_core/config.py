@@ -55,10 +55,9 @@ class BackendsConfig(Section):
     reddit_url: str = "https://www.reddit.com"
     # The other search providers (docs/user-guide.md, "Search providers"): a SearXNG instance has no default.
     searxng_url: str | None = None
-    brave_base_url: str = "https://api.search.brave.com"
-    tavily_base_url: str = "https://api.tavily.com"
-    exa_base_url: str = "https://api.exa.ai"
-    mmu_search_base_url: str = "https://clueweb22.us"  # MMU-RAGent's FineWeb and ClueWeb22 search
+    # A provider's address when it is not its row's default (registry.Backend.base_url), by backend name or
+    # by its limits name (clueweb22: FineWeb and both ClueWeb22 indexes); tests point these at fakes.
+    base_urls: dict[str, str] = {}
     ddgs_backend: str = "duckduckgo"  # the engines ddgs asks ("duckduckgo", "auto" for several, ...)
     grounding_model: str = "gemini-2.5-flash"  # the model that searches when search=gemini-grounding
 

@@ -35,7 +35,7 @@ def test_a_five_question_fineweb_run_reads_the_documents_it_was_sent(tmp_path, d
 
     search, _ = corpus_web(data_root)
     with MmuSearchFake(search=search, text=fineweb_text) as fake:
-        overrides = ["backends.search=fineweb", f"backends.mmu_search_base_url={fake.base_url}",
+        overrides = ["backends.search=fineweb", f"backends.base_urls.clueweb22={fake.base_url}",
                      "backends.fetch=http"]  # a URL that came without text would be fetched (none here)
         summary = run_flow(write_questions(tmp_path / "five.jsonl", FIVE), overrides)
         assert summary["n_answered"] == 5, summary

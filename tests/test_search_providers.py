@@ -109,7 +109,7 @@ def test_searxng_without_a_url_or_json_format_says_what_to_set(make_guards) -> N
 
 def test_brave_sends_its_token_freshness_and_language_and_charges_each_query(sleeps) -> None:
     with BraveFake() as fake:
-        cfg = cfg_for("brave", brave_base_url=fake.base_url)
+        cfg = cfg_for("brave", base_urls={"brave": fake.base_url})
         guards = guards_with_budget(cfg, sleeps)
         backend = build_search_backend(cfg, guards=guards, env={"BRAVE_API_KEY": fake.api_key})
         assert backend.search("python virtual environment", num=5)[0].url.startswith("https://docs.python.org")
@@ -127,7 +127,7 @@ def test_brave_sends_its_token_freshness_and_language_and_charges_each_query(sle
 
 def test_brave_with_a_wrong_token_fails_at_once(make_guards) -> None:
     with BraveFake() as fake:
-        cfg = cfg_for("brave", brave_base_url=fake.base_url)
+        cfg = cfg_for("brave", base_urls={"brave": fake.base_url})
         with pytest.raises(PermanentError, match="401"):
             build_search_backend(cfg, guards=make_guards(cfg), env={"BRAVE_API_KEY": "wrong-token-0123"}).search(
                 "q", num=3)
@@ -139,7 +139,7 @@ def test_brave_with_a_wrong_token_fails_at_once(make_guards) -> None:
 
 def test_tavily_takes_sites_and_dates_as_its_own_fields(sleeps) -> None:
     with TavilyFake() as fake:
-        cfg = cfg_for("tavily", tavily_base_url=fake.base_url)
+        cfg = cfg_for("tavily", base_urls={"tavily": fake.base_url})
         guards = guards_with_budget(cfg, sleeps)
         backend = build_search_backend(cfg, guards=guards, env={"TAVILY_API_KEY": fake.api_key})
         found = backend.search("python venv", num=5, steer=SITES)
@@ -153,7 +153,7 @@ def test_tavily_takes_sites_and_dates_as_its_own_fields(sleeps) -> None:
 
 def test_exa_takes_domains_and_published_dates_and_charges_what_the_reply_says(sleeps) -> None:
     with ExaFake(cost_per_search=0.007) as fake:
-        cfg = cfg_for("exa", exa_base_url=fake.base_url)
+        cfg = cfg_for("exa", base_urls={"exa": fake.base_url})
         guards = guards_with_budget(cfg, sleeps)
         backend = build_search_backend(cfg, guards=guards, env={"EXA_API_KEY": fake.api_key})
         hits = backend.search("python virtual environment", num=4, steer=PAST)
@@ -208,7 +208,7 @@ DOC = ("Creating virtual environments\n\nThe venv module creates lightweight vir
 
 def test_fineweb_documents_arrive_with_their_text_and_are_not_fetched(make_guards) -> None:
     with MmuSearchFake(text=lambda url: DOC if "python" in url else None, corrupt=1) as fake:
-        cfg = cfg_for("fineweb", mmu_search_base_url=fake.base_url)
+        cfg = cfg_for("fineweb", base_urls={"clueweb22": fake.base_url})
         backend = build_search_backend(cfg, guards=make_guards(cfg), env={})
         hits = backend.search("python virtual environment", num=5)
         assert fake.requests[-1].path == "/fineweb/search" and fake.requests[-1].param("k") == "5"
@@ -227,7 +227,7 @@ def test_clueweb_sends_its_key_and_cw22_a(make_guards) -> None:
     with MmuSearchFake(text=lambda url: DOC) as fake:
         env = {"CLUEWEB_API_KEY": fake.api_key}
         for name, index in (("clueweb22-b", "cw22_b"), ("clueweb22-a", "cw22_a")):
-            cfg = cfg_for(name, mmu_search_base_url=fake.base_url)
+            cfg = cfg_for(name, base_urls={"clueweb22": fake.base_url})
             backend = build_search_provider(name, cfg, guards=make_guards(cfg), env=env)
             hits = backend.search("python venv", num=3)
             assert fake.indexes[-1] == index and fake.requests[-1].headers["x-api-key"] == fake.api_key
@@ -303,7 +303,7 @@ def test_doctor_says_what_is_missing_and_checks_with_one_call(make_guards) -> No
     check = doctor_search(cfg_for("searxng"), make_guards(), {}, Path("/nonexistent"))
     assert check.status == "missing" and "backends.searxng_url" in check.detail
     with MmuSearchFake(text=lambda url: DOC) as fake:
-        cfg = cfg_for("fineweb", mmu_search_base_url=fake.base_url)
+        cfg = cfg_for("fineweb", base_urls={"clueweb22": fake.base_url})
         check = doctor_search(cfg, make_guards(cfg), {}, Path("/nonexistent"))
         assert check.status == "ok" and "with their text" in check.detail and fake.count() == 1
 

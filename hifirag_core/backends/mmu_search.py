@@ -30,6 +30,7 @@ import json
 import threading
 from dataclasses import dataclass
 
+from hifirag_core.backends.registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, hit
 from hifirag_core.secrets import Secret, get_secret
 from hifirag_core.types import SearchHit, SearchSteer
@@ -123,18 +124,16 @@ def _client(cfg, guards) -> JsonSearchClient:
 def build_fineweb(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``fineweb`` row (hifirag_core.backends.registry); no key."""
     return MmuSearchBackend(_client(cfg, guards), provider="fineweb",
-                            url=cfg.backends.mmu_search_base_url.rstrip("/") + "/fineweb/search")
+                            url=search_url(cfg, "fineweb") + "/fineweb/search")
 
 
 def build_clueweb_b(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-b`` row."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-b",
-                            url=cfg.backends.mmu_search_base_url.rstrip("/") + "/search",
+    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-b", url=search_url(cfg, "clueweb22-b") + "/search",
                             api_key=get_secret("clueweb_api_key", env))
 
 
 def build_clueweb_a(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-a`` row (``cw22_a=true``)."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-a",
-                            url=cfg.backends.mmu_search_base_url.rstrip("/") + "/search",
+    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-a", url=search_url(cfg, "clueweb22-a") + "/search",
                             api_key=get_secret("clueweb_api_key", env), extra={"cw22_a": "true"})

@@ -54,11 +54,17 @@ class Backend:
     ends: date | None = None  # the day the service stops; choosing it from then on is an error
     notice: str = ""  # said at run start and by doctor while the service still works
     carries_text: bool = False  # results bring their documents' text: the crawl does not fetch them
+    base_url: str = ""  # where the service lives (``backends.base_urls`` overrides it)
 
     @property
     def provider(self) -> str:
         """The provider name of ``limits.provider_concurrency`` / ``provider_rpm`` / ``call_cost_usd``."""
         return self.limits_name or self.name
+
+    def url(self, cfg: Any) -> str:
+        """The service's address: ``backends.base_urls[name]``, else ``[provider]``, else the row's default."""
+        urls = cfg.backends.base_urls
+        return (urls.get(self.name) or urls.get(self.provider) or self.base_url).rstrip("/")
 
     def load(self) -> Callable[..., Any]:
         """The builder function."""
@@ -72,6 +78,7 @@ _GOOGLE_KEYS = (Key("google_cse_key", ("GOOGLE_CSE_KEY",), "Google Programmable 
                 Key("google_cse_id", ("GOOGLE_CSE_ID",), "Programmable Search Engine id (cx)"))
 _SCRAPINGDOG_KEY = Key("scrapingdog_api_key", ("SCRAPINGDOG_API_KEY",), "Scrapingdog search and scrape APIs")
 GOOGLE_ENDS = date(2027, 1, 1)
+MMU_SEARCH_URL = "https://clueweb22.us"
 
 BACKENDS: tuple[Backend, ...] = (
     Backend("local", "search", "the local corpus (BM25 + MiniLM), the offline web", None,
@@ -84,26 +91,28 @@ BACKENDS: tuple[Backend, ...] = (
             "hifirag_core.backends.duckduckgo:build", steering="region, timelimit (d/w/m/y), site: / -site: terms",
             cost="free (rate-limited by DuckDuckGo)"),
     Backend("brave", "search", "the Brave Search API", "hifirag_core.backends.brave:build",
+            base_url="https://api.search.brave.com",
             keys=(Key("brave_api_key", ("BRAVE_API_KEY",), "Brave Search API subscription token"),),
             steering="freshness (pd/pw/pm/py or a date range), search_lang, site: / -site: terms",
             cost="$0.005 per query (limits.call_cost_usd.brave)"),
     Backend("tavily", "search", "the Tavily search API", "hifirag_core.backends.tavily:build",
+            base_url="https://api.tavily.com",
             keys=(Key("tavily_api_key", ("TAVILY_API_KEY",), "Tavily API key"),),
             steering="include_domains, exclude_domains, start_date, end_date",
             cost="1 credit ($0.008) per basic search (limits.call_cost_usd.tavily)"),
-    Backend("exa", "search", "the Exa search API", "hifirag_core.backends.exa:build",
+    Backend("exa", "search", "the Exa search API", "hifirag_core.backends.exa:build", base_url="https://api.exa.ai",
             keys=(Key("exa_api_key", ("EXA_API_KEY",), "Exa API key"),),
             steering="includeDomains, excludeDomains, startPublishedDate, endPublishedDate",
             cost="$0.005 per search, or what the reply's costDollars says"),
     Backend("fineweb", "search", "MMU-RAGent's FineWeb search (documents come with their text; no key)",
-            "hifirag_core.backends.mmu_search:build_fineweb", limits_name="clueweb22",
+            "hifirag_core.backends.mmu_search:build_fineweb", limits_name="clueweb22", base_url=MMU_SEARCH_URL,
             cost="free (the organisers' service)", carries_text=True),
     Backend("clueweb22-b", "search", "MMU-RAGent's ClueWeb22-B search (documents come with their text)",
-            "hifirag_core.backends.mmu_search:build_clueweb_b", limits_name="clueweb22",
+            "hifirag_core.backends.mmu_search:build_clueweb_b", limits_name="clueweb22", base_url=MMU_SEARCH_URL,
             keys=(Key("clueweb_api_key", ("CLUEWEB_API_KEY",), "MMU-RAGent ClueWeb22 search API key (x-api-key)"),),
             cost="free (a key from the organisers)", carries_text=True),
     Backend("clueweb22-a", "search", "MMU-RAGent's ClueWeb22-A search (cw22_a; documents come with their text)",
-            "hifirag_core.backends.mmu_search:build_clueweb_a", limits_name="clueweb22",
+            "hifirag_core.backends.mmu_search:build_clueweb_a", limits_name="clueweb22", base_url=MMU_SEARCH_URL,
             keys=(Key("clueweb_api_key", ("CLUEWEB_API_KEY",), "MMU-RAGent ClueWeb22 search API key (x-api-key)"),),
             cost="free (a key from the organisers)", carries_text=True),
     Backend("gemini-grounding", "search", "Gemini answering with Google Search grounding; its cited pages are "
@@ -128,6 +137,11 @@ BACKENDS: tuple[Backend, ...] = (
 
 SEARCH_CHOICES: tuple[str, ...] = tuple(b.name for b in BACKENDS if b.role == "search")
 FETCH_CHOICES: tuple[str, ...] = tuple(b.name for b in BACKENDS if b.role == "fetch")
+
+
+def search_url(cfg: Any, name: str) -> str:
+    """The address of search backend ``name`` (its row's, or ``backends.base_urls``)."""
+    return backend("search", name).url(cfg)
 
 
 def backend(role: Role, name: str) -> Backend:

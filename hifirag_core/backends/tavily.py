@@ -13,6 +13,7 @@ Steering: site rules as ``include_domains`` / ``exclude_domains``; a date window
 
 from __future__ import annotations
 
+from hifirag_core.backends.registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, KeyedSearchBackend, domain_fields, hit
 from hifirag_core.secrets import get_secret
 from hifirag_core.types import SearchHit, SearchSteer
@@ -52,4 +53,4 @@ def build(cfg, guards, env) -> TavilySearchBackend:
     """The backend of the ``tavily`` row (hifirag_core.backends.registry)."""
     client = JsonSearchClient("tavily", guard=guards.guard("tavily"), timeout_s=cfg.limits.search_timeout_s, paid=True,
                               call_cost_usd=guards.call_cost("tavily"))
-    return TavilySearchBackend(client, api_key=get_secret("tavily_api_key", env), base_url=cfg.backends.tavily_base_url)
+    return TavilySearchBackend(client, api_key=get_secret("tavily_api_key", env), base_url=search_url(cfg, "tavily"))
