@@ -235,9 +235,10 @@ class AnswerabilityConfig(Section):
     reason); only with ``abstain`` does a ``not_found`` answer abstain (say so, list the closest
     sources under "See also", cite nothing). With ``show`` the answer is given as the paper's final
     system gives it, and the decision is shown with it (in the answer's note and under ``/run``'s
-    report): the ``final_judged`` variant, the default whenever the calibration misses the transfer
-    targets (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain``, the
-    default of ``hifirag run`` and the service, abstains.
+    report): the ``final_judged`` variant, and ``final_deep_judged``, the default of ``hifirag run`` and
+    the service while the calibration misses the transfer targets on some kind of corpus
+    (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain`` and
+    ``final_deep`` abstain.
     """
 
     abstain: bool = False

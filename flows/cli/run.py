@@ -55,8 +55,9 @@ def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`); the default answers "
                                          "like the paper's final system, searches again for what its first sources "
-                                         "miss, and says so when the sources found do not answer the question "
-                                         "(final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
+                                         "miss, and shows whether the sources answer the question (it does not "
+                                         "abstain until a judgment holds on corpora it was not fitted on; "
+                                         "final_deep abstains; final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
     variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
@@ -87,8 +88,8 @@ def run(
     (docs/user-guide.md, "Steering" and "Profiles"). --sites, --exclude-sites, --after, --before,
     --language and --length steer every question; a question's own fields of the same names win.
     Every answer records whether the sources answer its question (answered, partial or not_found);
-    with the default variant a not_found answer says so and lists the closest sources instead of
-    answering.
+    the default variant answers and shows that decision beside the answer (--variant final_deep says
+    instead that the sources do not answer and lists the closest ones).
 
     [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --profile gemini --after 2024-01-01 --length short
     """
