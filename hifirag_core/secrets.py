@@ -43,6 +43,8 @@ SECRETS: dict[str, SecretSpec] = {
         SecretSpec("scrapingdog_api_key", ("SCRAPINGDOG_API_KEY",), "Scrapingdog search and scrape APIs"),
         SecretSpec("reddit_client_id", ("REDDIT_CLIENT_ID",), "Reddit OAuth app (script or web) id"),
         SecretSpec("reddit_client_secret", ("REDDIT_CLIENT_SECRET",), "Reddit OAuth app secret"),
+        SecretSpec("service_token", ("HIFIRAG_SERVICE_TOKEN",),
+                   "the token `hifirag serve` requires beyond loopback (docs/serving.md)"),
     )
 }
 # Not secret, but read from the environment next to the Reddit credentials.

@@ -52,7 +52,8 @@ def test_lookup_and_missing_variable_is_named() -> None:
 def test_one_place_names_every_variable() -> None:
     names = {v for spec in SECRETS.values() for v in spec.env}
     assert names == {"GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "GOOGLE_CSE_KEY", "GOOGLE_CSE_ID",
-                     "SCRAPINGDOG_API_KEY", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET"}
+                     "SCRAPINGDOG_API_KEY", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET",
+                     "HIFIRAG_SERVICE_TOKEN"}
 
 
 def test_check_secrets_lists_every_missing_variable_for_the_selected_backends() -> None:

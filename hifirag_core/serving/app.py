@@ -2,7 +2,8 @@
 
 ``GET /health``, ``POST /evaluate`` and the streaming ``POST /run`` of the MMU-RAGent contract
 (``hifirag_core.serving.contract``), and the read-only pages at ``/`` (``hifirag_core.serving.pages``); bad bodies get 422 with what to send, a full service 503 with
-``Retry-After``, an oversized body 413.
+``Retry-After``, an oversized body 413, a body that is not ``application/json`` 415. Who may call it (its own
+host names and origin, its token beyond loopback) is ``hifirag_core.serving.access``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages
 from hifirag_core.serving.service import Service, Ticket, log
@@ -61,9 +63,11 @@ def _error(status: int, message: str, detail: list[str] | None = None) -> JSONRe
     return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
 
 
-def create_app(service: Service) -> ASGIApp:
-    """The ASGI app (FastAPI) over one :class:`Service`, behind the body size limit."""
+def create_app(service: Service, access: Access | None = None) -> ASGIApp:
+    """The ASGI app (FastAPI) over one :class:`Service`, behind the access guard and the body size limit
+    (``access``: None, loopback without a token)."""
     settings = service.settings
+    access = access or Access.for_bind("127.0.0.1")
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -75,6 +79,10 @@ def create_app(service: Service) -> ASGIApp:
                   description="The MMU-RAGent text-to-text contract over the HiFi-RAG pipeline.")
 
     async def body(request: Request, model):
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":  # a cross-site form or no-cors fetch cannot send this type
+            shown = media_type or "none"
+            return _error(415, f"the body must be JSON sent as Content-Type: application/json (got {shown})")
         raw = await request.body()
         try:
             limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
@@ -89,9 +97,14 @@ def create_app(service: Service) -> ASGIApp:
                             status_code=503, headers={"Retry-After": str(wait)})
 
     @app.get("/health")
-    async def health() -> dict:
-        """Liveness and what the service runs."""
-        return service.health()
+    async def health(request: Request) -> dict:
+        """Liveness; with the token (or without one on loopback), also what the service runs."""
+        return service.health() if request.state.signed_in else {"status": "ok"}
+
+    @app.get("/session", include_in_schema=False)
+    async def session(request: Request) -> Response:
+        """The pages' sign-in: ``Authorization: Bearer`` in, an HttpOnly, SameSite=Strict cookie out."""
+        return session_response(access, request.headers.get("authorization"), request.url.scheme == "https")
 
     @app.post("/evaluate", openapi_extra=_body_schema(EvaluateRequest))
     async def evaluate(request: Request) -> Response:
@@ -118,7 +131,7 @@ def create_app(service: Service) -> ASGIApp:
         return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
 
-    add_pages(app, service.warehouse, settings.data_root)
+    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -129,7 +142,7 @@ def create_app(service: Service) -> ASGIApp:
         log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
         return _error(500, "internal error; the service log has the details")
 
-    return BodyLimit(app, settings.max_body_bytes)
+    return AccessGuard(BodyLimit(app, settings.max_body_bytes), access)
 
 
 def _ids(ticket: Ticket) -> dict[str, str]:
@@ -141,7 +154,7 @@ def _body_schema(model) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
-def serve(service: Service, host: str, port: int) -> None:
+def serve(service: Service, host: str, port: int, access: Access) -> None:
     """Run the service until it is stopped (SIGINT/SIGTERM): in-flight questions finish and are recorded."""
     import uvicorn
 
@@ -155,5 +168,5 @@ def serve(service: Service, host: str, port: int) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False  # Prefect's logging setup would otherwise decide whether these lines show
-    uvicorn.run(create_app(service), host=host, port=port, log_level="info",
+    uvicorn.run(create_app(service, access), host=host, port=port, log_level="info",
                 timeout_graceful_shutdown=int(service.settings.deadline_s) + 30)

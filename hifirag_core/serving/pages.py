@@ -40,8 +40,9 @@ def _environment() -> Environment:
     return env
 
 
-def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path) -> None:
-    """The pages at ``/``, ``/runs/...`` and ``/snapshots/...``, and their static script and style."""
+def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: str | None = None) -> None:
+    """The pages at ``/``, ``/runs/...``, ``/snapshots/...`` and ``/signin``, and their static scripts and style.
+    ``token_env``: the variable holding the token the sign-in asks for (None: the service has no token)."""
     env = _environment()
     blobs = blob_store(data_root)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
@@ -102,6 +103,10 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path) -> None:
             return Response(data, media_type="application/octet-stream",
                             headers={**headers, "Content-Disposition": f'attachment; filename="{sha}"'})
         return Response(data, media_type="text/plain; charset=utf-8", headers=headers)
+
+    @app.get("/signin", response_class=HTMLResponse, include_in_schema=False)
+    async def signin() -> HTMLResponse:
+        return page("signin.html", needs_token=token_env is not None, token_env=token_env)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:
