@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from hifirag_core.backends.registry import FETCH_CHOICES, SEARCH_CHOICES
 from hifirag_core.hashing import stable_hash
 from hifirag_core.steering import (
     SteeringError,
@@ -30,6 +31,9 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 LLMBackend = Literal["offline", "gemini", "openai"]
+# The search and fetch choices are the rows of the backends table (hifirag_core.backends.registry).
+SearchBackendName = Literal[SEARCH_CHOICES]  # type: ignore[valid-type]
+FetchBackendName = Literal[FETCH_CHOICES]  # type: ignore[valid-type]
 
 
 class Section(BaseModel):
@@ -41,14 +45,22 @@ class BackendsConfig(Section):
 
     filter_llm: LLMBackend = "offline"
     writer_llm: LLMBackend = "offline"
-    search: Literal["local", "google", "scrapingdog"] = "local"
-    fetch: Literal["local", "scrapingdog", "http"] = "local"
+    search: SearchBackendName = "local"
+    fetch: FetchBackendName = "local"
     reddit: Literal["recorded", "praw"] = "recorded"
     # Where the real services live; tests and benchmarks point these at fakes on 127.0.0.1.
     google_search_base_url: str = "https://www.googleapis.com"
     scrapingdog_base_url: str = "https://api.scrapingdog.com"
     reddit_oauth_url: str = "https://oauth.reddit.com"
     reddit_url: str = "https://www.reddit.com"
+    # The other search providers (docs/user-guide.md, "Search providers"): a SearXNG instance has no default.
+    searxng_url: str | None = None
+    brave_base_url: str = "https://api.search.brave.com"
+    tavily_base_url: str = "https://api.tavily.com"
+    exa_base_url: str = "https://api.exa.ai"
+    mmu_search_base_url: str = "https://clueweb22.us"  # MMU-RAGent's FineWeb and ClueWeb22 search
+    ddgs_backend: str = "duckduckgo"  # the engines ddgs asks ("duckduckgo", "auto" for several, ...)
+    grounding_model: str = "gemini-2.5-flash"  # the model that searches when search=gemini-grounding
 
 
 class ModelPrice(Section):
@@ -333,6 +345,7 @@ class CredibilityConfig(Section):
 # calls waited a whole call), and the rpm limit is what should throttle.
 DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
     "gemini": 32, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
+    "searxng": 4, "duckduckgo": 1, "brave": 1, "tavily": 4, "exa": 4, "clueweb22": 4,
 }
 # Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
 # 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are
@@ -340,10 +353,16 @@ DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
 # minutes (https://www.reddit.com/r/redditdev/comments/13wsiks/); we stay a little under it.
 DEFAULT_PROVIDER_RPM: dict[str, float] = {
     "gemini:gemini-2.5-pro": 150, "gemini:gemini-2.5-flash": 1000, "google": 100, "reddit": 90,
+    # Brave's free plan: 1 query a second (https://brave.com/search/api/); DuckDuckGo publishes no limit
+    # and answers 202/"Ratelimit" when asked too often: 20 a minute stays polite.
+    "brave": 60, "duckduckgo": 20,
 }
 # USD per successful call for services billed per request: the Custom Search JSON API costs $5 per
 # 1,000 queries beyond the free 100 a day (https://developers.google.com/custom-search/v1/overview).
-DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005}
+# Brave's Base AI plan is $5 per 1,000 queries (https://brave.com/search/api/); Tavily's pay-as-you-go credit
+# $0.008, one per basic search (https://docs.tavily.com/documentation/api-credits); Exa's search with up to 25
+# results $0.005 (https://exa.ai/pricing). Free services have no entry.
+DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005, "brave": 0.005, "tavily": 0.008, "exa": 0.005}
 
 
 class PromptsConfig(Section):

@@ -18,6 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from hifirag_core.backends.registry import SEARCH_CHOICES
 from hifirag_core.config import ConfigError
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError
@@ -44,10 +45,12 @@ DaskAddress = Annotated[str | None, typer.Option(help="An existing Dask schedule
                                                  "(its workers need the data root and PREFECT_API_URL).")]
 DaskWorkers = Annotated[int, typer.Option(help="Processes of the local Dask cluster.")]
 Fields = Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable); e.g. "
+                                                  f"backends.search={'|'.join(SEARCH_CHOICES)}.")]
 ProfileOpt = Annotated[str | None, typer.Option(
-    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, or a profile "
-    "of your config file \\[default: the config file's, else offline].", show_default=False)]
+    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, "
+    "free-web:MODEL@URL, mmu-ragent, or a profile of your config file \\[default: the config file's, else offline].",
+    show_default=False)]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", envvar="HIFIRAG_CONFIG", help="A TOML file of your settings (sections of the config, a default "
     "profile, profiles of your own). Precedence: defaults, this file, --profile, the variant, --set.",

@@ -12,8 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
+from hifirag_core.backends import registry
 from hifirag_core.config import PipelineConfig
 from hifirag_core.errors import BackendError
 from hifirag_core.llm.models import object_schema
@@ -45,7 +47,8 @@ def _missing_keys(names: tuple[str, ...], env: dict[str, str] | None) -> list[st
 
 
 def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] | None = None,
-                   reddit_url: str = REDDIT_PROBE_URL, http_url: str = HTTP_PROBE_URL) -> list[Check]:
+                   reddit_url: str = REDDIT_PROBE_URL, http_url: str = HTTP_PROBE_URL,
+                   today: date | None = None) -> list[Check]:
     """Every backend the configuration selects, each checked with at most one cheap call."""
     from hifirag_core.backends import factory
 
@@ -53,7 +56,7 @@ def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] 
     checks = [_embeddings()]
     for role in ("filter", "writer"):
         checks.append(_model(role, cfg, guards, env, data_root))
-    checks.append(_search(cfg, guards, env, data_root))
+    checks.append(_search(cfg, guards, env, data_root, today))
     checks.append(_fetch(cfg, guards, env, data_root, http_url))
     if cfg.backends.reddit == "praw":
         checks.append(_reddit(cfg, guards, env, reddit_url))
@@ -135,25 +138,39 @@ def _price(cfg: PipelineConfig, model: str, data_root: Path) -> str:
     return text
 
 
-def _search(cfg: PipelineConfig, guards, env, data_root: Path) -> Check:
+def _search(cfg: PipelineConfig, guards, env, data_root: Path, today: date | None = None) -> Check:
+    """The search provider's line, from its row of the backends table: what is missing, one cheap query, the cost."""
     from hifirag_core.backends import factory
 
     provider = cfg.backends.search
     if provider == "local":
         return _corpus("search", cfg, data_root)
-    keys = ("google_cse_key", "google_cse_id") if provider == "google" else ("scrapingdog_api_key",)
-    per_call = cfg.limits.call_cost_usd.get(provider)
-    cost = (f"${per_call} per query" + (" beyond 100 free a day" if provider == "google" else "")
-            if per_call is not None else "billed in the provider's credits")
-    missing = _missing_keys(keys, env)
-    if missing:
-        return Check("search", provider, MISSING, f"set {', '.join(missing)}", cost)
+    row = registry.backend("search", provider)
+    per_call = cfg.limits.call_cost_usd.get(row.provider)
+    cost = row.cost if per_call is None or "$" in row.cost else f"${per_call} per query; {row.cost}"
+    gone = registry.sunset_error(row, today or date.today())
+    if gone:
+        return Check("search", provider, FAILED, gone, cost)
+    notice = f" ({row.notice})" if row.notice else ""
+    unset = [s for s in row.settings if not _setting(cfg, s)]
+    missing = _missing_keys(tuple(k.name for k in row.keys), env)
+    if unset or missing:
+        return Check("search", provider, MISSING, "set " + ", ".join([*unset, *missing]) + notice, cost)
     began = time.monotonic()
     try:
-        hits = factory.build_search_backend(cfg, guards=guards, env=env).search(PROBE_QUESTION, num=1)
+        hits = factory.build_search_backend(cfg, guards=guards, env=env, today=today).search(PROBE_QUESTION, num=1)
     except BackendError as exc:
-        return Check("search", provider, FAILED, redact(str(exc)) or "", cost)
-    return Check("search", provider, OK, f"{len(hits)} result(s) in {time.monotonic() - began:.1f}s", cost)
+        return Check("search", provider, FAILED, (redact(str(exc)) or "") + notice, cost)
+    carried = " with their text (pages are not fetched)" if row.carries_text else ""
+    return Check("search", provider, OK,
+                 f"{len(hits)} result(s){carried} in {time.monotonic() - began:.1f}s{notice}", cost)
+
+
+def _setting(cfg: PipelineConfig, path: str) -> object:
+    node: object = cfg
+    for part in path.split("."):
+        node = getattr(node, part, None)
+    return node
 
 
 def _corpus(role: str, cfg: PipelineConfig, data_root: Path) -> Check:
@@ -176,8 +193,9 @@ def _fetch(cfg: PipelineConfig, guards, env, data_root: Path, http_url: str) -> 
         return _corpus("fetch", cfg, data_root)
     if fetcher == "scrapingdog" and cfg.backends.search == "scrapingdog":
         return Check("fetch", fetcher, OK, "the same key as search (checked there)", "billed in Scrapingdog credits")
-    missing = _missing_keys(("scrapingdog_api_key",), env) if fetcher == "scrapingdog" else []
-    cost = "billed in Scrapingdog credits" if fetcher == "scrapingdog" else "free (your own connection)"
+    row = registry.backend("fetch", fetcher)
+    missing = _missing_keys(tuple(k.name for k in row.keys), env)
+    cost = row.cost
     if missing:
         return Check("fetch", fetcher, MISSING, f"set {', '.join(missing)}", cost)
     result = factory.build_fetcher(cfg, guards=guards, env=env, allow_loopback=cfg.fetch.allow_loopback).fetch(http_url)
@@ -219,6 +237,8 @@ def profile_gaps(spec: str, cfg: PipelineConfig, env: Mapping[str, str] | None =
             if model.startswith("gemini-"):
                 gaps.append(f"the server's model name for the {role} role (models.{role} is still {model}): "
                             f"--profile {name}:MODEL@URL")
+    row = registry.backend("search", cfg.backends.search)
+    gaps += [f"{path}: {row.summary}" for path in row.settings if not _setting(cfg, path)]
     for secret in required_secrets(cfg):
         if optional_secret(secret, env) is None:
             gaps.append(f"{' or '.join(SECRETS[secret].env)}: {SECRETS[secret].purpose}")

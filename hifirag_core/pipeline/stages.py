@@ -70,6 +70,7 @@ from hifirag_core.records import (
 from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.sectioning.pdf import parse_pdf_sections
+from hifirag_core.sectioning.plain import parse_text_sections
 from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.text import section_preview, split_sentences, word_count
 from hifirag_core.types import (
@@ -328,6 +329,7 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
             http_status=result.http_status, content_type=result.content_type,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
+            text_source=result.text_source or "fetched",
         )
         page = _screened(page, result.body if result.status == "ok" else None)
         if page.ok and result.body is not None:
@@ -444,6 +446,9 @@ def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
         parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
     elif page.kind == "pdf":
         parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
+    elif page.kind == "text":  # a document a search provider sent as plain text
+        parsed = parse_text_sections(body.decode("utf-8", "replace"), page.url, title=page.title,
+                                     config=rt.cfg.sectioning)
     else:
         parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
                                 config=rt.cfg.sectioning)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hifirag_core.backends import factory
+from hifirag_core.backends.carried import with_carried_text
 from hifirag_core.backends.offline import LocalFetcher, LocalSearch, OfflineFilterModel, OfflineWriterModel
 from hifirag_core.config import uses_real_backends
 from hifirag_core.corpus.store import Corpus, open_corpus
@@ -111,6 +112,7 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
         LocalFetcher(index, blobs) if index is not None and cfg.backends.fetch == "local"
         else factory.build_fetcher(cfg, guards=guards, allow_loopback=cfg.fetch.allow_loopback)
     )
+    fetcher = with_carried_text(fetcher, search)  # documents a search provider sent are not fetched again
     reddit = (factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw"
               else RecordedRedditSource(data_root / "reddit"))
     page_cache = PageCache(data_root / "cache" / "pages.sqlite") if cfg.backends.fetch != "local" else None

@@ -161,7 +161,7 @@ class PageRecord(Record):
     order: int = 0  # the URL's order among kept URLs; becomes the source number
     final_url: str | None = None
     fetcher: str = ""
-    kind: str | None = None  # html | reddit | pdf | binary
+    kind: str | None = None  # html | reddit | pdf | text | binary
     http_status: int | None = None
     content_type: str | None = None
     content_sha256: str | None = None  # key into the content-addressed blob store
@@ -175,6 +175,9 @@ class PageRecord(Record):
     # it was read ("corpus", "json-ld:datePublished", "url:path", ...); NULL when the page gives none
     published: str | None = None
     date_source: str | None = None
+    # "fetched" (the fetcher read the URL) or "search_provider" (the search result carried the document's
+    # text, as MMU-RAGent's FineWeb and ClueWeb22 do; hifirag_core.backends.carried)
+    text_source: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -35,7 +35,7 @@ class PageCache:
         if not record.ok or not record.content_sha256:
             return
         keep = {k: getattr(record, k) for k in ("url", "final_url", "fetcher", "kind", "http_status",
-                                                "content_type", "content_sha256", "n_bytes", "title")}
+                                                "content_type", "content_sha256", "n_bytes", "title", "text_source")}
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO pages (url, fetched_at, record) VALUES (?, ?, ?)",
                              (record.url, time.time(), json.dumps(keep)))
