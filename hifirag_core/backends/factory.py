@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.config import PipelineConfig
+from hifirag_core.config import PipelineConfig, search_providers
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
@@ -61,9 +61,10 @@ def required_secrets(cfg: PipelineConfig) -> list[str]:
             needed.append("gemini_api_key")
         elif backend == "openai" and not cfg.models.openai_api_key_optional:
             needed.append("openai_api_key")
-    if cfg.backends.search == "google":
+    providers = search_providers(cfg)
+    if "google" in providers:
         needed += ["google_cse_key", "google_cse_id"]
-    if cfg.backends.search == "scrapingdog" or cfg.backends.fetch == "scrapingdog":
+    if "scrapingdog" in providers or cfg.backends.fetch == "scrapingdog":
         needed.append("scrapingdog_api_key")
     if cfg.backends.reddit == "praw":
         needed += ["reddit_client_id", "reddit_client_secret"]
@@ -149,26 +150,27 @@ def _prompts(cfg: PipelineConfig) -> PromptSet:
 
 
 def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,
-                         env: Mapping[str, str] | None = None) -> SearchBackend:
-    """``google`` (Programmable Search) or ``scrapingdog`` per ``backends.search``."""
+                         env: Mapping[str, str] | None = None, provider: str | None = None) -> SearchBackend:
+    """``google`` (Programmable Search) or ``scrapingdog``: ``provider``, else ``backends.search``."""
     install_log_redaction()
     guards = guards or build_guards(cfg)
     timeout = cfg.limits.search_timeout_s
-    if cfg.backends.search == "google":
+    provider = provider or cfg.backends.search
+    if provider == "google":
         from hifirag_core.backends.google_search import GoogleSearchBackend
 
         return GoogleSearchBackend(api_key=get_secret("google_cse_key", env), engine_id=get_secret("google_cse_id", env),
                                    guard=guards.guard("google"), timeout_s=timeout,
                                    base_url=cfg.backends.google_search_base_url,
                                    call_cost_usd=guards.call_cost("google"))
-    if cfg.backends.search == "scrapingdog":
+    if provider == "scrapingdog":
         from hifirag_core.backends.scrapingdog import ScrapingdogSearchBackend
 
         return ScrapingdogSearchBackend(api_key=get_secret("scrapingdog_api_key", env),
                                         guard=guards.guard("scrapingdog"), timeout_s=timeout,
                                         base_url=cfg.backends.scrapingdog_base_url,
                                         call_cost_usd=guards.call_cost("scrapingdog"))
-    raise ValueError(f"backends.search={cfg.backends.search!r} is not a real search backend (google or scrapingdog)")
+    raise ValueError(f"search provider {provider!r} is not a real search backend (google or scrapingdog)")
 
 
 def build_fetcher(cfg: PipelineConfig, *, guards: RunGuards | None = None, env: Mapping[str, str] | None = None,
