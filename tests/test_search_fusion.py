@@ -86,6 +86,100 @@ def test_search_providers_config_takes_a_list_or_one_string():
         build_config(overrides={"search": {"providers": ["altavista"]}})
 
 
+# --- the search stage with several providers (no Prefect: the stage function itself) ---------------------
+
+
+class ListProvider:
+    """A provider answering from a fixed list, or raising ``error``; counts its calls."""
+
+    def __init__(self, name: str, urls: list[str], error: Exception | None = None):
+        self.provider = self.identity = name
+        self.urls, self.error, self.calls = urls, error, 0
+
+    def search(self, query: str, *, num: int, steer=None) -> list[SearchHit]:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return [hit(u) for u in self.urls[:num]]
+
+
+def search_stage(members, tmp_path: Path | None = None, **search):
+    from types import SimpleNamespace
+
+    from hifirag_core.pipeline import stages
+    from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.pipeline.runtime import SearchProviders
+    from hifirag_core.questions import Question
+    from hifirag_core.store.search_cache import SearchCache
+
+    cfg = build_config(overrides={"search": search, "limits": {"overlap": False}})
+    cache = SearchCache(tmp_path / "searches.sqlite") if tmp_path else None
+    rt = SimpleNamespace(cfg=cfg, search=SearchProviders(tuple(members)), search_cache=cache)
+    plan = StageOutput(records=[], value=["q one", "q two"])
+    return stages.search(Question(id="Q1", query="q one", reference=None, line_no=1), plan, rt)
+
+
+def test_a_failing_provider_leaves_a_row_with_its_status_and_the_others_answer():
+    from hifirag_core.errors import TransientError
+
+    out = search_stage(
+        [
+            ListProvider("google", [], TransientError("HTTP 429", rate_limited=True)),
+            ListProvider("scrapingdog", ["https://a.example/", "https://b.example/"]),
+            ListProvider("folder", ["https://b.example/"]),
+        ]
+    )
+    assert out.status == "ok"
+    failed = [r for r in out.records if not r.ok]
+    assert [(r.query_index, r.provider, r.status) for r in failed] == [
+        (0, "google", "rate_limited"),
+        (1, "google", "rate_limited"),
+    ]
+    first = [
+        (r.rank, r.url, r.providers, r.provider_ranks) for r in out.records if r.ok and r.query_index == 0
+    ]
+    assert first == [
+        (1, "https://b.example/", ["scrapingdog", "folder"], [2, 1]),
+        (2, "https://a.example/", ["scrapingdog"], [1]),
+    ]
+
+
+def test_when_every_provider_fails_the_stage_fails_and_is_retried():
+    from hifirag_core.errors import PermanentError, TransientError
+
+    with pytest.raises(TransientError):
+        search_stage(
+            [
+                ListProvider("google", [], TransientError("HTTP 500")),
+                ListProvider("scrapingdog", [], TransientError("HTTP 503")),
+            ]
+        )
+    out = search_stage(
+        [
+            ListProvider("google", [], PermanentError("HTTP 400")),
+            ListProvider("scrapingdog", [], TransientError("HTTP 503")),
+        ]
+    )
+    assert out.status == "failed" and len(out.records) == 4 and not any(r.ok for r in out.records)
+
+
+def test_each_live_provider_is_cached_by_its_own_inputs(tmp_path):
+    google = ListProvider("google", ["https://a.example/"])
+    search_stage([google], tmp_path)
+    scrapingdog = ListProvider("scrapingdog", ["https://b.example/"])
+    out = search_stage([google, scrapingdog], tmp_path)
+    assert (google.calls, scrapingdog.calls) == (2, 2)  # two queries each: google's from the first run
+    assert {r.url for r in out.records} == {"https://a.example/", "https://b.example/"}
+    search_stage(
+        [google, scrapingdog], tmp_path, results_per_query=3
+    )  # another number of results: asked again
+    assert google.calls == 4
+    local = ListProvider("local", ["https://c.example/"])
+    search_stage([local], tmp_path)
+    search_stage([local, google], tmp_path)
+    assert local.calls == 4  # the local corpus is never cached: it is cheaper than the cache
+
+
 # --- the folder provider --------------------------------------------------------------------------
 
 
