@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from hifirag_core.config import LOCAL_PROVIDERS, search_providers
 from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
@@ -409,7 +410,8 @@ def _live_age(kind: Literal["search", "fetch"]) -> Callable[[PipelineConfig], fl
 
     def hours(cfg: PipelineConfig) -> float | None:
         if kind == "search":
-            return cfg.search.max_age_hours if cfg.backends.search != "local" else None
+            live = any(p not in LOCAL_PROVIDERS for p in search_providers(cfg))
+            return cfg.search.max_age_hours if live else None
         return cfg.fetch.max_age_hours if cfg.backends.fetch != "local" else None
 
     return hours
