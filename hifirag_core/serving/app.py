@@ -57,6 +57,9 @@ def _too_large(max_bytes: int) -> JSONResponse:
     return JSONResponse({"error": _too_large_text(max_bytes)}, status_code=413)
 
 
+DISK_RETRY_S = 60  # a full disk is freed by a person: ask again in a minute
+
+
 def _error(status: int, message: str, detail: list[str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
 
@@ -88,6 +91,14 @@ def create_app(service: Service) -> ASGIApp:
                                       f"retry in about {wait} s", "retry_after_s": wait},
                             status_code=503, headers={"Retry-After": str(wait)})
 
+    def refused() -> JSONResponse | None:
+        """503 with the reason while the disk is full (the service takes no question it could not store)."""
+        reason = service.disk_problem()
+        if reason is None:
+            return None
+        return JSONResponse({"error": reason, "retry_after_s": DISK_RETRY_S}, status_code=503,
+                            headers={"Retry-After": str(DISK_RETRY_S)})
+
     @app.get("/health")
     async def health() -> dict:
         """Liveness and what the service runs."""
@@ -99,6 +110,8 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
         if ticket is None:
             return busy()
@@ -112,6 +125,8 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()

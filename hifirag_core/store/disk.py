@@ -41,8 +41,10 @@ def free_mb(path: Path) -> float:
 def ensure_free(folder: Path, floor_mb: float) -> None:
     """Raise ``DiskFullError`` when the disk of ``folder`` has less than ``floor_mb`` free (0: never)."""
     if floor_mb > 0 and (free := free_mb(folder)) < floor_mb:
-        raise DiskFullError(f"disk full at {folder}: {free:.1f} MB free, below limits.min_free_mb={floor_mb:g}; "
-                            f"nothing was written; {RESUME}")
+        raise DiskFullError(
+            f"disk full at {folder}: {free:.1f} MB free, below limits.min_free_mb={floor_mb:g}; "
+            f"nothing was written; {RESUME}"
+        )
 
 
 RESUME = "run the same command again once space is freed: it resumes where it stopped"
@@ -52,7 +54,9 @@ def is_disk_full(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) is a write that found no space left (ENOSPC, or a quota)."""
     seen = 0
     while exc is not None and seen < 10:
-        if isinstance(exc, DiskFullError) or (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        if isinstance(exc, DiskFullError) or (
+            isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        ):
             return True
         if "No space left on device" in str(exc):  # a library that wrapped the OSError in its own type
             return True
@@ -64,5 +68,7 @@ def disk_full(folder: Path, exc: BaseException | None = None) -> DiskFullError:
     """The clear error for a write under ``folder`` that ran out of space (``exc``: what the write raised)."""
     if isinstance(exc, DiskFullError):
         return exc
-    return DiskFullError(f"disk full at {folder}: {free_mb(folder):.1f} MB free; nothing half-written is visible "
-                         f"(each write goes to a temporary file, renamed into place once whole); {RESUME}")
+    return DiskFullError(
+        f"disk full at {folder}: {free_mb(folder):.1f} MB free; nothing half-written is visible "
+        f"(each write goes to a temporary file, renamed into place once whole); {RESUME}"
+    )

@@ -43,8 +43,10 @@ class DamagedFile:
     def line(self, root: Path) -> str:
         """What a command that skipped it says, in one line: the file, its table and run, why, and the fix."""
         where = self.path.relative_to(root) if self.path.is_relative_to(root) else self.path
-        return (f"INCOMPLETE: skipped {where} (table {self.table}, run {self.run_id}): {self.reason}; "
-                f"repair with: {repair_command(self.run_id)}")
+        return (
+            f"INCOMPLETE: skipped {where} (table {self.table}, run {self.run_id}): {self.reason}; "
+            f"repair with: {repair_command(self.run_id)}"
+        )
 
 
 def located(path: Path, reason: str) -> DamagedFile:
@@ -143,4 +145,3 @@ def quarantine(root: Path, damaged: DamagedFile, when: datetime | None = None) -
         n += 1
     shutil.move(damaged.path, target)
     return target
-
