@@ -422,6 +422,9 @@ class LimitsConfig(Section):
     # check's embeddings while the writer writes. Answers, rows and cache keys are the same either way.
     overlap: bool = True
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
+    # A run (and a served question) starts only with this much free on the data root's disk (0: never checked);
+    # a write that still finds the disk full stops the run with one line (hifirag_core.store.disk).
+    min_free_mb: float = 50.0
     budget_usd: float | None = None
     budget_tokens: int | None = None
     # With a Prefect API server set, the budget is counted there under this name: processes that give the

@@ -38,6 +38,7 @@ from flows.cli.common import (
     id_list,
     in_prefect,
     print_summary,
+    report_skipped,
     runner_params,
     setup,
     steer_overrides,
@@ -115,9 +116,12 @@ def run_questions(questions: Path, *, variants: list[str], data_root: Path | Non
     """One run per variant, each planned (and so checked) before Prefect starts, then answered by the flow."""
     root = setup(data_root)
     from hifirag_core.pipeline.plan import plan_run
+    from hifirag_core.store.disk import ensure_free
 
-    try:  # a bad file or variant fails fast and writes nothing
+    try:  # a bad file or variant, or a disk below its floor, fails fast and writes nothing
         plans = [plan_run(questions, variant=name, root=root, **planned) for name in variants]
+        for plan in plans:
+            ensure_free(root, plan.cfg.limits.min_free_mb)
     except EXPECTED as exc:
         fail(exc)
     return answer_plans(root, plans, where or {})
@@ -239,7 +243,9 @@ def answers(
 
     [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
     """
-    print_answers(Warehouse(resolve_data_root(data_root)), run_id, question, detail)
+    warehouse = Warehouse(resolve_data_root(data_root))
+    print_answers(warehouse, run_id, question, detail)
+    report_skipped(warehouse)
 
 
 def print_sql_hints(warehouse: Warehouse, run_id: str) -> None:

@@ -604,6 +604,7 @@ class QuestionResult:
     outputs: list[StageOutput] = field(default_factory=list)
     ledger: list[Any] = field(default_factory=list)  # StageRunRecord per output, same order
     seconds: float = 0.0
+    disk_full: str | None = None  # the question stopped: a stage's result found the disk full (DiskFullError)
 
     @property
     def cached(self) -> list[bool]:

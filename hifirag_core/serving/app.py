@@ -59,6 +59,9 @@ def _too_large(max_bytes: int) -> JSONResponse:
     return JSONResponse({"error": _too_large_text(max_bytes)}, status_code=413)
 
 
+DISK_RETRY_S = 60  # a full disk is freed by a person: ask again in a minute
+
+
 def _error(status: int, message: str, detail: list[str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
 
@@ -96,6 +99,14 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
                                       f"retry in about {wait} s", "retry_after_s": wait},
                             status_code=503, headers={"Retry-After": str(wait)})
 
+    def refused() -> JSONResponse | None:
+        """503 with the reason while the disk is full (the service takes no question it could not store)."""
+        reason = service.disk_problem()
+        if reason is None:
+            return None
+        return JSONResponse({"error": reason, "retry_after_s": DISK_RETRY_S}, status_code=503,
+                            headers={"Retry-After": str(DISK_RETRY_S)})
+
     @app.get("/health")
     async def health(request: Request) -> dict:
         """Liveness; with the token (or without one on loopback), also what the service runs."""
@@ -112,6 +123,8 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
         if ticket is None:
             return busy()
@@ -125,6 +138,8 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()

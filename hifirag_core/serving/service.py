@@ -66,6 +66,7 @@ from hifirag_core.serving.settings import (
     service_examples,
     service_profile,
 )
+from hifirag_core.store.disk import free_mb, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 
 log = logging.getLogger("hifirag.service")
@@ -199,6 +200,7 @@ class Service:
         self.bookkeeping = ThreadPoolExecutor(1, thread_name_prefix="hifirag-ledger")  # writes off the event loop
         self.started = time.monotonic()
         self._refresher: asyncio.Task | None = None
+        self._disk_full = False  # a question's rows found the disk full: refuse until space is freed
 
     # --- life -----------------------------------------------------------------------------------------
 
@@ -232,6 +234,18 @@ class Service:
 
     # --- a request --------------------------------------------------------------------------------------
 
+    def disk_problem(self) -> str | None:
+        """Why no question is taken now (the data root's disk below ``limits.min_free_mb``, or full at the last
+        write), or None; /health still answers, and the reason goes to the client with 503."""
+        floor = self.cfg.limits.min_free_mb
+        free = free_mb(self.settings.data_root)
+        if self._disk_full and free >= max(floor, 1.0):
+            self._disk_full = False  # space was freed
+        if self._disk_full or free < floor:
+            return (f"the service's disk is full ({free:.1f} MB free at its data root, it needs {floor:g} MB): "
+                    "no question is taken until space is freed; retry later")
+        return None
+
     def admit(self, query: str, endpoint: str, iid: str | None = None, steering: dict | None = None) -> Ticket | None:
         """A ticket for the question, or None when every slot is taken. ``steering``: the request's own
         steering fields (checked by the contract), which the question carries as a file's would."""
@@ -255,7 +269,11 @@ class Service:
             with listening(ticket.writing):
                 result = self.answerer.answer(q, ticket.plan, ticket.stage_done)
         except Exception as exc:
-            log.exception("request %s: the pipeline failed", q.id)
+            if is_disk_full(exc):
+                self._disk_full = True
+                log.error("request %s: the pipeline stopped: %s", q.id, exc)
+            else:
+                log.exception("request %s: the pipeline failed", q.id)
             ticket.failed = True
             answer = spec(ANSWER_STAGE).failed(q, Trail(q), exc)
             result = QuestionResult(q, [*ticket.outputs.values(), answer],
@@ -264,8 +282,12 @@ class Service:
             ticket.outputs[ANSWER_STAGE] = answer
         try:
             write_result(self.warehouse, ticket.plan.run_id, result)
-        except Exception:
-            log.exception("request %s: its rows could not be written", q.id)
+        except Exception as exc:
+            if is_disk_full(exc):  # one line, and later requests get 503 until space is freed
+                self._disk_full = True
+                log.error("request %s: its rows could not be written: %s", q.id, exc)
+            else:
+                log.exception("request %s: its rows could not be written", q.id)
             ticket.failed = True
         finally:
             self.gate.leave(ticket.token)
