@@ -205,3 +205,27 @@ def test_a_questions_depth_caps_the_configs_rounds():
     assert question_depth(Question("a", "q?", None, 1, {"depth": 0}), 2) == 0
     assert question_depth(Question("a", "q?", None, 1, {"depth": 4}), 2) == 2
     assert question_depth(Question("a", "q?", None, 1, {}), 2) == 2
+
+
+def test_the_answer_and_run_views_say_what_steered_a_question(tmp_path):
+    from hifirag_core.records import AnswerRecord, QuestionRecord
+    from hifirag_core.serving.inspect import answer_view, run_view
+    from hifirag_core.store.warehouse import Warehouse
+
+    w = Warehouse(tmp_path)
+    meta = {"endpoint": "/run", "sites": ["docs.python.org"], "length": "short", "depth": 1, "iid": "x"}
+    w.write(
+        "questions",
+        [
+            QuestionRecord(
+                query="q?", reference=None, dataset="service", line_no=1, meta_json=json.dumps(meta)
+            )
+        ],
+        run_id="r",
+        stage="input",
+        question_id="q1",
+    )
+    w.write("answers", [AnswerRecord(text="An answer.")], run_id="r", stage="answer", question_id="q1")
+    expected = {"sites": ["docs.python.org"], "length": "short", "depth": 1}
+    assert answer_view(w, "r", "q1").steering == expected
+    assert run_view(w, "r").questions[0]["steering"] == expected

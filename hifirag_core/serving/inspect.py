@@ -151,7 +151,7 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
     """A run's questions (answerability, cost, time), its evidence funnel and its per-stage time and cost."""
     runs = _dicts(warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id]))
     questions = _dicts(warehouse.query(
-        """SELECT q.question_id, q.query, a.status, a.answerability, a.answerability_score,
+        """SELECT q.question_id, q.query, q.meta_json, a.status, a.answerability, a.answerability_score,
                   coalesce(a.abstained, false) AS abstained, len(coalesce(a.cited_urls, [])) AS cited,
                   (SELECT coalesce(sum(l.cost_usd) FILTER (WHERE NOT l.cache_hit), 0) FROM llm_calls l
                     WHERE l.run_id = q.run_id AND l.question_id = q.question_id) AS cost_usd,
@@ -163,6 +163,8 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]))
     if not runs and not questions:
         return None
+    for q in questions:
+        q["steering"] = _steering(q.pop("meta_json"))
     (counts,) = warehouse.query(
         """SELECT (SELECT coalesce(sum(len(queries)), 0) FROM query_plans WHERE run_id = $1),
                   (SELECT count(DISTINCT (question_id, url)) FROM search_results WHERE run_id = $1 AND url IS NOT NULL),
