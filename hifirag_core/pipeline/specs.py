@@ -551,8 +551,8 @@ def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: Tr
     """Every (stage, round) of one question, in order, as the trail grows (consume it one step at a time).
 
     The first pass runs the pipeline's stages (the research stages only in a variant that looks again).
-    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``)
-    and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
+    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``,
+    or the question's own ``depth`` when lower) and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
     whose plan has no new search ends the looking.
     """
     assert trail.rt is not None, "a trail without a runtime cannot run a stage"
@@ -562,7 +562,13 @@ def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: Tr
             continue
         yield spec, 0
         if spec is SPECS["sufficiency"]:
-            yield from _follow_up_rounds(trail, research.max_rounds, may_look_again)
+            yield from _follow_up_rounds(trail, question_depth(trail.question, research.max_rounds), may_look_again)
+
+
+def question_depth(question: Question, max_rounds: int) -> int:
+    """The follow-up rounds a question may run: its own ``depth`` (a service request's) under the config's."""
+    depth = question.meta.get("depth")
+    return min(max_rounds, depth) if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else max_rounds
 
 
 def _follow_up_rounds(trail: Trail, max_rounds: int, may_look_again: Callable[[], bool]

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages
+from hifirag_core.serving.rendering import rendered_stream
 from hifirag_core.serving.service import Service, Ticket, log
 
 
@@ -89,7 +90,8 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         raw = await request.body()
         try:
             limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
-            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields})
+            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields},
+                                 max_depth=service.max_depth)
         except BadRequest as exc:
             return _error(422, f"invalid request body: {exc}", detail=exc.problems)
 
@@ -143,10 +145,12 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()
-        return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
+        stream = rendered_stream(service.stream(ticket)) if parsed.render == "html" else service.stream(ticket)
+        return StreamingResponse(stream, media_type=f"{MEDIA_TYPE}; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
 
-    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None)
+    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None,
+              max_depth=service.max_depth)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

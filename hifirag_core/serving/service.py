@@ -282,6 +282,7 @@ class Service:
             ticket.outputs[ANSWER_STAGE] = answer
         try:
             write_result(self.warehouse, ticket.plan.run_id, result)
+            self.runs.answered()
         except Exception as exc:
             if is_disk_full(exc):  # one line, and later requests get 503 until space is freed
                 self._disk_full = True
@@ -293,6 +294,7 @@ class Service:
             self.gate.leave(ticket.token)
             ticket.pipeline_done()
             self._settle(ticket)
+            self.bookkeeping.submit(self._refresh)  # the runs table counts the answer as it lands
 
     def finish_response(self, ticket: Ticket, outcome: str, report: Report | None, *, first_event_s: float | None = None,
                         answer_s: float | None = None, events: int = 0, heartbeats: int = 0) -> None:
@@ -316,6 +318,12 @@ class Service:
         record.pipeline_seconds = ticket.pipeline_seconds
         record.stages, record.stages_from_cache = len(ledger), sum(1 for row in ledger if row.cached)
         self.bookkeeping.submit(self._record, ticket.plan, ticket.question.id, record)
+
+    def _refresh(self) -> None:
+        try:
+            self.runs.refresh()
+        except Exception:
+            log.exception("could not refresh the service run's counts")
 
     def _record(self, plan: RunPlan, qid: str, record: ServedRequestRecord) -> None:
         try:
@@ -406,6 +414,11 @@ class Service:
             report, outcome = partial_report(ticket.outputs), "deadline"
         self.finish_response(ticket, outcome, report)
         return redact(report.text or NO_ANSWER_RESPONSE) or NO_ANSWER_RESPONSE
+
+    @property
+    def max_depth(self) -> int:
+        """The most follow-up research rounds a request may ask for (``depth``): 0 unless the variant looks again."""
+        return self.cfg.research.max_rounds if self.cfg.research.enabled else 0
 
     def health(self) -> dict:
         plan = self.runs.plan()
