@@ -129,10 +129,47 @@ class QueryPlanConfig(Section):
     max_queries: int = 2
 
 
+# --- several search providers at once (issue 36, item 3; the user's own folder: item 4) ---------------
+# The providers ``search.providers`` may name: the search rows of the backends table. ``local``: the offline
+# corpus; ``folder``: the user's own files (``search.folder``); the others are built by ``backends/factory.py``.
+SearchProvider = SearchBackendName
+# Providers served from this machine: no key, no rate limit, nothing that ages.
+LOCAL_PROVIDERS: frozenset[str] = frozenset({"local", "folder"})
+
+
+def _provider_list(value: Any) -> Any:
+    """One provider or several: ``"google"``, ``"google,folder"`` or ``["google", "folder"]``."""
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return value
+
+
 class SearchConfig(Section):
     enabled: bool = True  # False: answer without any web evidence (the paper's "no search" rows)
     results_per_query: int = 10
     max_age_hours: float = 24.0  # a live search is asked again after this long (the local corpus never ages)
+    # Several providers at once, their results fused by reciprocal rank (``retrieval/fusion.py``); empty: the
+    # one of ``backends.search`` (configs written before the list existed).
+    providers: Annotated[tuple[SearchProvider, ...], BeforeValidator(_provider_list)] = ()
+    rrf_k: int = Field(60, ge=0)  # the fusion's constant (60, as in Cormack et al. 2009)
+    # The ``folder`` provider: a folder of HTML, PDF, Markdown and text files, cited as
+    # ``folder://<folder_host>/<path below the folder>`` (the host defaults to ``<folder's name>.local``).
+    folder: str | None = None
+    folder_host: str | None = None
+
+    @model_validator(mode="after")
+    def _folder_given(self) -> SearchConfig:
+        if "folder" in self.providers and not self.folder:
+            raise ValueError("the folder provider needs search.folder (the folder of your files)")
+        if len(set(self.providers)) != len(self.providers):
+            raise ValueError(f"search.providers names a provider twice: {list(self.providers)}")
+        return self
+
+
+def search_providers(cfg: PipelineConfig) -> tuple[str, ...]:
+    """The providers a run searches, in the order their ties are broken: ``search.providers``, else
+    ``backends.search``."""
+    return tuple(cfg.search.providers) or (cfg.backends.search,)
 
 
 class UrlFilterConfig(Section):
@@ -246,9 +283,10 @@ class AnswerabilityConfig(Section):
     reason); only with ``abstain`` does a ``not_found`` answer abstain (say so, list the closest
     sources under "See also", cite nothing). With ``show`` the answer is given as the paper's final
     system gives it, and the decision is shown with it (in the answer's note and under ``/run``'s
-    report): the ``final_judged`` variant, the default whenever the calibration misses the transfer
-    targets (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain``, the
-    default of ``hifirag run`` and the service, abstains.
+    report): the ``final_judged`` variant, and ``final_deep_judged``, the default of ``hifirag run`` and
+    the service while the calibration misses the transfer targets on some kind of corpus
+    (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain`` and
+    ``final_deep`` abstain.
     """
 
     abstain: bool = False
@@ -383,6 +421,9 @@ class LimitsConfig(Section):
     # check's embeddings while the writer writes. Answers, rows and cache keys are the same either way.
     overlap: bool = True
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
+    # A run (and a served question) starts only with this much free on the data root's disk (0: never checked);
+    # a write that still finds the disk full stops the run with one line (hifirag_core.store.disk).
+    min_free_mb: float = 50.0
     budget_usd: float | None = None
     budget_tokens: int | None = None
     # With a Prefect API server set, the budget is counted there under this name: processes that give the
@@ -512,5 +553,5 @@ def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dic
 def uses_real_backends(cfg: PipelineConfig) -> bool:
     """Whether any role talks to a real external system (so keys, rate limits and a budget apply)."""
     b = cfg.backends
-    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.search != "local" or b.fetch != "local"
-            or b.reddit == "praw")
+    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.fetch != "local" or b.reddit == "praw"
+            or any(p not in LOCAL_PROVIDERS for p in search_providers(cfg)))

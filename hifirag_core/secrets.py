@@ -42,6 +42,8 @@ SECRETS: dict[str, SecretSpec] = {
         SecretSpec("openai_api_key", ("OPENAI_API_KEY",), "OpenAI-compatible chat completions"),
         SecretSpec("reddit_client_id", ("REDDIT_CLIENT_ID",), "Reddit OAuth app (script or web) id"),
         SecretSpec("reddit_client_secret", ("REDDIT_CLIENT_SECRET",), "Reddit OAuth app secret"),
+        SecretSpec("service_token", ("HIFIRAG_SERVICE_TOKEN",),
+                   "the token `hifirag serve` requires beyond loopback (docs/serving.md)"),
     )
 }
 # The search and fetch backends declare their own keys in their rows (hifirag_core.backends.registry).

@@ -9,6 +9,7 @@ from typer.main import get_command
 
 from flows.cli import app
 from hifirag_core.secrets import SECRETS
+from hifirag_core.serving.access import TOKEN_ENV, is_loopback
 
 DEPLOYMENTS = Path(__file__).resolve().parents[1] / "deployments"
 
@@ -39,3 +40,11 @@ def test_the_environment_example_names_the_shared_data_root_and_holds_no_key():
     assert settings["PREFECT_RESULTS_LOCAL_STORAGE_PATH"].startswith(settings["HIFIRAG_DATA_ROOT"])
     secret_names = {name for spec in SECRETS.values() for name in spec.env}
     assert not secret_names & set(settings)  # keys appear only as commented-out, empty names
+
+
+def test_the_unit_listens_beyond_loopback_so_its_environment_example_names_the_token():
+    unit = (DEPLOYMENTS / "hifirag-service.service").read_text()
+    host = re.search(r"--host (\S+)", re.search(r"^ExecStart=(.*)$", unit, flags=re.M).group(1)).group(1)
+    env = (DEPLOYMENTS / "hifirag-service.env.example").read_text()
+    if not is_loopback(host):  # `hifirag serve` refuses to start without it
+        assert re.search(rf"^# {TOKEN_ENV}=$", env, flags=re.M) and TOKEN_ENV in unit

@@ -27,7 +27,8 @@ from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.steering import SteeringError
-from hifirag_core.store.warehouse import WarehouseError
+from hifirag_core.store.disk import DiskFullError
+from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -79,7 +80,21 @@ def steer_overrides(sites: str | None = None, exclude_sites: str | None = None, 
 
 # The errors a command reports as a clear message (exit 2) rather than a traceback.
 EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError, SteeringError,
-            LanguageError)
+            LanguageError, DiskFullError)
+
+
+# A result that left out a damaged file: printed, then one line per file on stderr, and this exit code.
+EXIT_INCOMPLETE = 3
+
+
+def report_skipped(warehouse: Warehouse) -> None:
+    """End a command whose reads left out damaged files: one line each (the file, its table and run, the
+    command that repairs it), and exit ``EXIT_INCOMPLETE``, so the result never reads as complete."""
+    if not warehouse.skipped:
+        return
+    for damaged in warehouse.skipped.values():
+        err.print(damaged.line(warehouse.root), style="yellow", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def fail(exc: Exception) -> NoReturn:

@@ -12,21 +12,26 @@ from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface). Beyond loopback "
+                                      "the service needs a token in $HIFIRAG_SERVICE_TOKEN.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 5010,
     profile: ProfileOpt = None,
     config: ConfigOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
                                                     "\\[default: limits.concurrency, 4].")] = None,
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`): the default looks "
-                                         "again when its sources fall short and says when they do not answer, as "
-                                         "`hifirag run` does; final is the paper's row, "
-                                         "final_judged answers and shows the decision.")] = DEFAULT_RUN_VARIANT,
+                                         "again when its sources fall short, answers, and shows whether they answer, "
+                                         "as `hifirag run` does (no variant's judgment holds on every kind of "
+                                         "corpus yet); final_deep abstains instead; final is the paper's row.")] = DEFAULT_RUN_VARIANT,
     set_: SetOpt = None,
     deadline: Annotated[float, typer.Option(help="Seconds a request may take before it gets what exists "
                                             "(at most 600, the competition's limit).")] = 570.0,
     heartbeat: Annotated[float, typer.Option(help="Seconds of silence after which a stream repeats its last message.")] = 15.0,
     max_body: Annotated[int, typer.Option(help="Largest request body accepted, in bytes (larger: 413).")] = 65536,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        envvar="HIFIRAG_ALLOWED_HOSTS",
+        help="A host name clients reach the service by, beside localhost, 127.0.0.1, ::1 and --host (repeat it, "
+             "or list names in $HIFIRAG_ALLOWED_HOSTS); requests naming another host get 421.")] = None,
     data_root: DataRoot = None,
 ) -> None:
     """Serve the pipeline with the MMU-RAGent API: GET /health, POST /evaluate and a streaming POST /run.
@@ -39,12 +44,23 @@ def serve(
     A request may steer its question with the optional fields sites, exclude_sites, after, before,
     language and length (docs/serving.md); a bad value gets 422.
 
+    Only JSON bodies, the service's own host names and its own pages' origin are accepted. Beyond loopback
+    (--host 0.0.0.0) the token in $HIFIRAG_SERVICE_TOKEN is required: `Authorization: Bearer` for the API,
+    a sign-in at /signin for the pages.
+
     [bold]Example[/bold]: hifirag serve --port 5010 --profile offline --concurrency 4
     """
     root = setup(data_root)
     from pydantic import ValidationError
 
+    from hifirag_core.secrets import optional_secret
+    from hifirag_core.serving.access import Access
     from hifirag_core.serving.settings import ServiceSettings
+
+    try:  # before anything starts: beyond loopback without a token is an error naming the variable
+        access = Access.for_bind(host, allow_host or (), optional_secret("service_token"))
+    except ConfigError as exc:
+        fail(exc)
 
     try:
         settings = ServiceSettings(data_root=root, profile=profile, config_file=config, variant=variant,
@@ -63,4 +79,4 @@ def serve(
             service = build_service(settings)
         except EXPECTED as exc:
             fail(exc)
-    run_service(service, host, port)
+    run_service(service, host, port, access)

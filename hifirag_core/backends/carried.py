@@ -46,6 +46,21 @@ class CarriedTextFetcher:
             close()
 
 
+class _AnyCarrier:
+    """The providers of a fused search (``search.providers``) that send documents, asked in turn."""
+
+    def __init__(self, carriers: list[CarriesText]):
+        self._carriers = carriers
+
+    def carried(self, url: str):
+        return next((doc for c in self._carriers if (doc := c.carried(url)) is not None), None)
+
+
 def with_carried_text(fetcher: Fetcher, search: object) -> Fetcher:
-    """``fetcher`` wrapped when ``search`` sends documents with its results; else ``fetcher`` itself."""
-    return CarriedTextFetcher(fetcher, search) if callable(getattr(search, "carried", None)) else fetcher  # type: ignore[arg-type]
+    """``fetcher`` wrapped when ``search`` (one provider, or the ``members`` of several) sends documents with
+    its results; else ``fetcher`` itself."""
+    members = getattr(search, "members", (search,))
+    carriers = [m for m in members if callable(getattr(m, "carried", None))]
+    if not carriers:
+        return fetcher
+    return CarriedTextFetcher(fetcher, carriers[0] if len(carriers) == 1 else _AnyCarrier(carriers))

@@ -5,15 +5,23 @@ model is asked the paper's query-plan prompt (A.1) with the object-rooted schema
 call sends, so a server that refuses the response format shows up here, not as silent fallbacks in
 a run. Keys are only ever named, never printed: values go to the adapters, and their errors are
 redacted (``hifirag_core.secrets``).
+
+An OpenAI-compatible server is asked ``GET /models`` before that one chat completion and, when the
+completion's connection fails, again after it: a server that answered before and answers no more
+crashed during the completion (a llama.cpp built for another CPU or with AMX on a VM that does not
+grant it dies there), which is said as such, as is a 5xx (the server failed, the request was fine).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+
+import httpx
 
 from hifirag_core.backends import registry
 from hifirag_core.config import PipelineConfig
@@ -29,6 +37,9 @@ OK, MISSING, FAILED = "ok", "missing", "failed"
 PROBE_QUESTION = "How do I create a Python virtual environment?"
 REDDIT_PROBE_URL = "https://www.reddit.com/r/IAmA/comments/z1c9z/i_am_barack_obama_president_of_the_united_states/"
 HTTP_PROBE_URL = "https://example.com/"
+CRASH_HINT = ("a llama.cpp server that dies on a completion was often built for another CPU (SIGILL) or with AMX "
+              "kernels on a virtual machine that does not grant AMX (SIGSEGV): its exit signal and log say which; "
+              "see docs/user-guide.md, 'Running on a local model server'")
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
     if backend == "offline":
         return Check(name, "offline", OK, "the offline algorithms (no key, no network)", "free")
     where = f"{backend} {model}"
+    url = None
     if backend == "openai":
         url = factory.openai_base_url(cfg, role) or "https://api.openai.com/v1"  # type: ignore[arg-type]
         where += f" at {url}"
@@ -97,6 +109,7 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
     except BackendError as exc:
         return Check(name, where, FAILED, redact(str(exc)) or "", _price(cfg, model, data_root))
     prompt = PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None)["query_plan"]
+    answered_before = url is not None and _answers(url)
     reply = chat.chat([_turn(prompt.render(question=PROBE_QUESTION, query_range=query_range(2)))], stage="doctor",
                       prompt_name="query_plan", prompt_hash=prompt.hash,
                       response_schema=object_schema("queries", "string"))
@@ -108,12 +121,36 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
         f", ${call.cost_usd:.6f}" if call.cost_usd is not None else "")
     cost = f"{_price(cfg, model, data_root)}; {spent}"
     if reply.text is None:
-        return Check(name, where, FAILED, f"{call.status}: {redact(call.error) or 'no reply'}", cost)
+        return Check(name, where, FAILED, _failure(call.status, redact(call.error) or "no reply", url,
+                                                   answered_before), cost)
     parsed = parse_queries(reply.text, max_queries=2)
     if not parsed.ok:
         return Check(name, where, FAILED, f"replied in {call.latency_s:.1f}s but the structured reply did not parse "
                      f"({parsed.error}); check models.openai_response_format", cost)
     return Check(name, where, OK, f"a structured reply in {call.latency_s:.1f}s: {parsed.value}", cost)
+
+
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at the server's ``/models`` (any status: a key may be wanted)."""
+    try:
+        httpx.get(f"{url.rstrip('/')}/models", timeout=5.0)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _failure(status: str, error: str, url: str | None, answered_before: bool) -> str:
+    """What a failed completion means: a server error, a crash during the call, or nothing there."""
+    if found := re.search(r"\bHTTP (5\d\d)\b", error):
+        return (f"server error: the server failed the completion with HTTP {found[1]} (the request was not refused; "
+                f"the server broke on it: its log says why): {error}")
+    if url is not None and "connection error" in error:
+        if answered_before and not _answers(url):
+            return (f"the server crashed during the chat completion: it answered {url}/models before the call and "
+                    f"nothing answers there now ({error}). Hint: {CRASH_HINT}")
+        if not answered_before:
+            return f"{status}: nothing answers at {url} ({error}): start the server, or check its URL"
+    return f"{status}: {error}"
 
 
 def _turn(text: str):

@@ -20,7 +20,7 @@ from typing import Literal
 
 from hifirag_core.backends import registry
 from hifirag_core.backends.registry import Backend
-from hifirag_core.config import ConfigError, PipelineConfig
+from hifirag_core.config import ConfigError, PipelineConfig, search_providers
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
@@ -66,7 +66,8 @@ def required_secrets(cfg: PipelineConfig) -> list[str]:
             needed.append("gemini_api_key")
         elif backend == "openai" and not cfg.models.openai_api_key_optional:
             needed.append("openai_api_key")
-    for row in (registry.backend("search", cfg.backends.search), registry.backend("fetch", cfg.backends.fetch)):
+    rows = [registry.backend("search", p) for p in search_providers(cfg)] + [registry.backend("fetch", cfg.backends.fetch)]
+    for row in rows:
         needed += [k.name for k in row.keys]
     if cfg.backends.reddit == "praw":
         needed += ["reddit_client_id", "reddit_client_secret"]
@@ -165,9 +166,9 @@ def search_row(name: str, *, today: date | None = None) -> Backend:
 
 
 def search_notices(cfg: PipelineConfig, *, today: date | None = None) -> list[str]:
-    """What a run should say at its start about its search provider (a service closing soon)."""
-    row = search_row(cfg.backends.search, today=today)
-    return [f"backends.search={row.name}: {row.notice}"] if row.notice else []
+    """What a run should say at its start about its search providers (a service closing soon)."""
+    rows = [search_row(name, today=today) for name in search_providers(cfg)]
+    return [f"search provider {row.name}: {row.notice}" for row in rows if row.notice]
 
 
 def build_search_provider(name: str, cfg: PipelineConfig, *, guards: RunGuards | None = None,
@@ -179,9 +180,11 @@ def build_search_provider(name: str, cfg: PipelineConfig, *, guards: RunGuards |
 
 
 def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,
-                         env: Mapping[str, str] | None = None, today: date | None = None) -> SearchBackend:
-    """The provider of ``backends.search`` (any row of the backends table but ``local``)."""
-    return build_search_provider(cfg.backends.search, cfg, guards=guards, env=env, today=today)
+                         env: Mapping[str, str] | None = None, today: date | None = None,
+                         provider: str | None = None) -> SearchBackend:
+    """``provider``, else the provider of ``backends.search`` (any row of the backends table but those
+    the runtime builds: ``local`` and ``folder``)."""
+    return build_search_provider(provider or cfg.backends.search, cfg, guards=guards, env=env, today=today)
 
 
 def build_fetcher(cfg: PipelineConfig, *, guards: RunGuards | None = None, env: Mapping[str, str] | None = None,

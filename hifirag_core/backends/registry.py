@@ -83,6 +83,8 @@ MMU_SEARCH_URL = "https://clueweb22.us"
 BACKENDS: tuple[Backend, ...] = (
     Backend("local", "search", "the local corpus (BM25 + MiniLM), the offline web", None,
             cost="free (no network)"),
+    Backend("folder", "search", "your own files (search.folder: HTML, PDF, Markdown, text), cited as "
+            "folder://<host>/<path>", None, settings=("search.folder",), cost="free (no network)"),
     Backend("searxng", "search", "a SearXNG instance (self-hosted metasearch; backends.searxng_url)",
             "hifirag_core.backends.searxng:build", settings=("backends.searxng_url",),
             steering="language, time_range (day/week/month/year), site: / -site: terms",

@@ -2,7 +2,8 @@
 
 ``GET /health``, ``POST /evaluate`` and the streaming ``POST /run`` of the MMU-RAGent contract
 (``hifirag_core.serving.contract``), and the read-only pages at ``/`` (``hifirag_core.serving.pages``); bad bodies get 422 with what to send, a full service 503 with
-``Retry-After``, an oversized body 413.
+``Retry-After``, an oversized body 413, a body that is not ``application/json`` 415. Who may call it (its own
+host names and origin, its token beyond loopback) is ``hifirag_core.serving.access``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages
+from hifirag_core.serving.rendering import rendered_stream
 from hifirag_core.serving.service import Service, Ticket, log
 
 
@@ -57,13 +60,18 @@ def _too_large(max_bytes: int) -> JSONResponse:
     return JSONResponse({"error": _too_large_text(max_bytes)}, status_code=413)
 
 
+DISK_RETRY_S = 60  # a full disk is freed by a person: ask again in a minute
+
+
 def _error(status: int, message: str, detail: list[str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
 
 
-def create_app(service: Service) -> ASGIApp:
-    """The ASGI app (FastAPI) over one :class:`Service`, behind the body size limit."""
+def create_app(service: Service, access: Access | None = None) -> ASGIApp:
+    """The ASGI app (FastAPI) over one :class:`Service`, behind the access guard and the body size limit
+    (``access``: None, loopback without a token)."""
     settings = service.settings
+    access = access or Access.for_bind("127.0.0.1")
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -75,10 +83,15 @@ def create_app(service: Service) -> ASGIApp:
                   description="The MMU-RAGent text-to-text contract over the HiFi-RAG pipeline.")
 
     async def body(request: Request, model):
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":  # a cross-site form or no-cors fetch cannot send this type
+            shown = media_type or "none"
+            return _error(415, f"the body must be JSON sent as Content-Type: application/json (got {shown})")
         raw = await request.body()
         try:
             limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
-            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields})
+            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields},
+                                 max_depth=service.max_depth)
         except BadRequest as exc:
             return _error(422, f"invalid request body: {exc}", detail=exc.problems)
 
@@ -88,10 +101,23 @@ def create_app(service: Service) -> ASGIApp:
                                       f"retry in about {wait} s", "retry_after_s": wait},
                             status_code=503, headers={"Retry-After": str(wait)})
 
+    def refused() -> JSONResponse | None:
+        """503 with the reason while the disk is full (the service takes no question it could not store)."""
+        reason = service.disk_problem()
+        if reason is None:
+            return None
+        return JSONResponse({"error": reason, "retry_after_s": DISK_RETRY_S}, status_code=503,
+                            headers={"Retry-After": str(DISK_RETRY_S)})
+
     @app.get("/health")
-    async def health() -> dict:
-        """Liveness and what the service runs."""
-        return service.health()
+    async def health(request: Request) -> dict:
+        """Liveness; with the token (or without one on loopback), also what the service runs."""
+        return service.health() if request.state.signed_in else {"status": "ok"}
+
+    @app.get("/session", include_in_schema=False)
+    async def session(request: Request) -> Response:
+        """The pages' sign-in: ``Authorization: Bearer`` in, an HttpOnly, SameSite=Strict cookie out."""
+        return session_response(access, request.headers.get("authorization"), request.url.scheme == "https")
 
     @app.post("/evaluate", openapi_extra=_body_schema(EvaluateRequest))
     async def evaluate(request: Request) -> Response:
@@ -99,6 +125,8 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
         if ticket is None:
             return busy()
@@ -112,13 +140,17 @@ def create_app(service: Service) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()
-        return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
+        stream = rendered_stream(service.stream(ticket)) if parsed.render == "html" else service.stream(ticket)
+        return StreamingResponse(stream, media_type=f"{MEDIA_TYPE}; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
 
-    add_pages(app, service.warehouse, settings.data_root)
+    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None,
+              max_depth=service.max_depth)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -129,7 +161,7 @@ def create_app(service: Service) -> ASGIApp:
         log.error("unexpected error", exc_info=(type(exc), exc, exc.__traceback__))
         return _error(500, "internal error; the service log has the details")
 
-    return BodyLimit(app, settings.max_body_bytes)
+    return AccessGuard(BodyLimit(app, settings.max_body_bytes), access)
 
 
 def _ids(ticket: Ticket) -> dict[str, str]:
@@ -141,7 +173,7 @@ def _body_schema(model) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
-def serve(service: Service, host: str, port: int) -> None:
+def serve(service: Service, host: str, port: int, access: Access) -> None:
     """Run the service until it is stopped (SIGINT/SIGTERM): in-flight questions finish and are recorded."""
     import uvicorn
 
@@ -155,5 +187,5 @@ def serve(service: Service, host: str, port: int) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False  # Prefect's logging setup would otherwise decide whether these lines show
-    uvicorn.run(create_app(service), host=host, port=port, log_level="info",
+    uvicorn.run(create_app(service, access), host=host, port=port, log_level="info",
                 timeout_graceful_shutdown=int(service.settings.deadline_s) + 30)

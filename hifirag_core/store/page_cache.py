@@ -5,22 +5,19 @@ processes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from hifirag_core.records import PageRecord
+from hifirag_core.store.sqlite_cache import open_cache
 
 
 class PageCache:
     """URL -> the last successful fetch (content hash and headers), shared by runs and processes."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, fetched_at REAL, record TEXT)")
+        self._db = open_cache(path, "CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, fetched_at REAL, record TEXT)")
         self._lock = threading.Lock()
 
     def get(self, url: str, max_age_hours: float) -> PageRecord | None:
