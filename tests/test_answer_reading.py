@@ -58,18 +58,17 @@ def test_the_focus_terms_count_only_together_in_one_window():
     together = [
         _section("History", "The Tidewater lighthouse was built of granite. Its lamp was replaced in 1921.")
     ]
+    # every keyword is in this one section, but never two sentences apart or closer, and no date is near them
     apart = [
         _section(
             "History",
-            "The Tidewater lighthouse was built of granite. It stands on a rock. The keepers "
-            "lived in a cottage. Gulls nest on the gallery.",
-        ),
-        _section("Equipment", "A lamp can be replaced by a keeper. Spare parts came by boat."),
+            "The Tidewater lighthouse was built of granite. It stands on a rock. The keepers lived in a cottage. "
+            "A lamp can be replaced by a keeper.",
+        )
     ]
     near, far = answer_signals(question, together), answer_signals(question, apart)
     assert near.window == 1.0 and near.answer_type == 1.0
-    # every keyword is somewhere in the kept sections, but never together, and no date stands near them
-    assert far.window < 0.8 and far.answer_type == 0.0
+    assert far.window == 0.5 and far.answer_type == 0.0
 
 
 def test_a_question_of_no_particular_type_has_nothing_to_miss():

@@ -33,6 +33,17 @@ def test_every_command_has_help_with_an_example():
         assert result.exit_code == 0 and "Example" in result.output, name
 
 
+def test_variants_names_the_default_and_says_why_it_does_not_abstain():
+    result = runner.invoke(app, ["variants"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "final_deep_judged (default of run and serve)" in text
+    assert "only once its judgment meets the transfer targets on a corpus it was not fitted on" in text
+    assert "--variant final_deep abstains" in text
+    run_help = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "250"}).output.split())
+    assert "final_deep abstains" in run_help
+
+
 def test_sql_prints_a_table_and_json(tmp_path):
     w = Warehouse(tmp_path)
     w.write("answers", [AnswerRecord(text="hello", cited_urls=["https://a"])], run_id="r1", stage="answer",
