@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hifirag_core.evidence.attribution import attribute_sentences, marked_sentences, render_citations
+from hifirag_core.text import split_sentences
 
 CLAIMS = [("Set max-rate to limit it.", frozenset({2})), ("Free accounts are throttled.", frozenset()),
           ("Nothing supports this claim.", frozenset({1}))]
@@ -44,6 +45,17 @@ def test_render_puts_markers_after_cited_sentences_numbered_by_first_citation():
     assert cited == "1. Open the settings page. [1]\n2. Set the max rate to 100.\nThat is   all you need to do. [2][1]"
     assert render_citations("No citations here at all.", [("No citations here at all.", [])]) == (
         "No citations here at all.", [])
+
+
+def test_markers_of_sentences_inside_a_code_block_go_after_it_so_the_block_still_closes():
+    text = "Call sync like this:\n\n```python\nimport tidewater\n\nresult = tidewater.sync(x)\n```\n\nIt returns a result."
+    sentences = [(s, ["https://a"]) for s in split_sentences(text)]
+    assert sentences[1][0] == "```python import tidewater" and sentences[2][0].endswith("```")
+    cited, _ = render_citations(text, sentences)
+    assert cited == ("Call sync like this: [1]\n\n```python\nimport tidewater\n\nresult = tidewater.sync(x)\n```\n[1]"
+                     "\n\nIt returns a result. [1]")
+    # a fence never closed (a trimmed answer) takes the markers at the text's end
+    assert render_citations("Use:\n```sh\nrun it", [("```sh run it", ["https://a"])])[0] == "Use:\n```sh\nrun it\n[1]"
 
 
 def test_claims_come_from_the_writers_text_with_its_markers():

@@ -180,7 +180,8 @@ def test_ask_streams_the_steps_then_the_answer(served, watched, artifacts):
     steps = page.locator("#steps li").all_inner_texts()
     assert steps[0].startswith("Question received") and len(steps) >= 4
     assert "--max-rate" in page.inner_text("#answer")
-    assert page.locator("#citations li").count() >= 1
+    assert page.locator("#answer a.cite").count() >= 1  # [k] links to its source
+    assert page.locator("#answer li a[href^='https://docs.tidewater.example/']").count() >= 1  # the sources listed
     page.screenshot(path=str(artifacts / "2-ask-complete.png"), full_page=True)
     page.click("#inspect")
     page.wait_for_selector("#sentences a.sentence")
@@ -292,6 +293,42 @@ def test_a_hostile_page_executes_nothing_anywhere_it_is_shown(served, watched, a
             break
         page.wait_for_timeout(100)
     assert after["pwned"] is None and all("script-src" in v for v in after["csp"]), after
+
+
+MARKDOWN_PAYLOADS = [
+    "[open the docs](javascript:window.__pwned='md-link')",
+    "[encoded](&#106;avascript:window.__pwned='md-entity')",
+    "<javascript:window.__pwned='md-autolink'>",
+    "<img src=x onerror=\"window.__pwned='md-img'\">",
+    "<script>window.__pwned='md-script'</script>",
+    "&lt;b onmouseover=alert(1)&gt;entities&lt;/b&gt;",
+    "![pixel](https://evil.example/pixel.png)",
+]
+
+
+def test_markdown_borne_payloads_in_an_answer_run_nothing(served, watched, artifacts):
+    from hifirag_core.records import AnswerRecord, QuestionRecord
+    from hifirag_core.store.warehouse import Warehouse
+
+    base, root, _ = served
+    text = ("Hooks are configured in after_sync. " + " ".join(MARKDOWN_PAYLOADS)
+            + "\n\n```sh\ntidewater sync ~/photos\necho done\n```\n\n> Hook output goes to the log.")
+    w = Warehouse(root)
+    w.write("questions", [QuestionRecord(query="hostile markdown?", reference=None, dataset="custom", line_no=1)],
+            run_id="browser-markdown", stage="input", question_id="M1")
+    w.write("answers", [AnswerRecord(text=text)], run_id="browser-markdown", stage="answer", question_id="M1")
+    page = watched.page
+    page.goto(_answer_url(base, "browser-markdown", "M1"))
+    page.wait_for_selector(".answer-text pre code")
+    shown = page.inner_text(".answer-text")
+    assert "[open the docs](javascript:" in shown and "<img src=x onerror=" in shown and "<b onmouseover" in shown
+    assert page.inner_text(".answer-text pre code") == "tidewater sync ~/photos\necho done\n"  # its lines kept
+    assert page.locator(".answer-text img, .answer-text script, .answer-text b").count() == 0
+    hrefs = page.eval_on_selector_all(".answer-text a", "links => links.map(a => a.getAttribute('href'))")
+    assert hrefs == ["https://evil.example/pixel.png"], hrefs  # the image became a link: nothing loaded
+    page.screenshot(path=str(artifacts / "10-hostile-markdown.png"), full_page=True)
+    state = watched.untouched()
+    assert state["pwned"] is None and state["csp"] == [] and watched.dialogs == [] and watched.errors == [], state
 
 
 def test_the_service_listens_on_localhost_by_default_and_its_pages_only_read(served):

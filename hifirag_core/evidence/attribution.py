@@ -127,10 +127,13 @@ def render_citations(text: str, sentences: Sequence[tuple[str, Sequence[str]]]) 
 
     ``sentences`` are the claim sentences in order with the URLs cited for each; sources are numbered
     in the order they are first cited. A sentence that cannot be found in the text (it never happens
-    for sentences split from it) keeps its citation in the list but gets no marker.
+    for sentences split from it) keeps its citation in the list but gets no marker. A sentence that ends
+    inside a fenced code block gets its markers on the line after the block: inside, they would be code,
+    and after the closing fence they would keep it from closing, so the rest of the answer became code.
     """
     urls: list[str] = []
-    pieces: list[str] = []
+    marks: dict[int, list[int]] = {}  # position in text -> the numbers placed there, in order
+    code = _fenced_blocks(text)
     cursor = 0
     for sentence, cited in sentences:
         if not cited:
@@ -146,11 +149,41 @@ def render_citations(text: str, sentences: Sequence[tuple[str, Sequence[str]]]) 
             numbers.append(urls.index(url) + 1)
         if match is None:
             continue
-        pieces.append(text[cursor : match.end()])
-        pieces.append(" " + "".join(f"[{n}]" for n in dict.fromkeys(numbers)))
         cursor = match.end()
-    pieces.append(text[cursor:])
+        at = next((end for start, end in code if start < cursor <= end), cursor)
+        marks.setdefault(at, []).extend(numbers)
+    pieces: list[str] = []
+    last = 0
+    for at in sorted(marks):
+        after_code = any(end == at for _, end in code)
+        pieces.append(text[last:at])
+        pieces.append(("\n" if after_code else " ") + "".join(f"[{n}]" for n in dict.fromkeys(marks[at])))
+        last = at
+    pieces.append(text[last:])
     return "".join(pieces), urls
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _fenced_blocks(text: str) -> list[tuple[int, int]]:
+    """The fenced code blocks of Markdown ``text``: (start, end) with ``end`` at the end of the closing fence's
+    line (the text's end for a fence never closed)."""
+    blocks: list[tuple[int, int]] = []
+    opened: tuple[int, str] | None = None
+    at = 0
+    for line in text.splitlines(keepends=True):
+        fence = _FENCE.match(line)
+        if opened is None and fence:
+            opened = (at, fence.group(1))
+        elif (opened is not None and fence and fence.group(1)[0] == opened[1][0]
+              and len(fence.group(1)) >= len(opened[1]) and not line[fence.end():].strip()):
+            blocks.append((opened[0], at + len(line.rstrip("\r\n"))))
+            opened = None
+        at += len(line)
+    if opened is not None:
+        blocks.append((opened[0], len(text)))
+    return blocks
 
 
 @dataclass(frozen=True)

@@ -519,8 +519,8 @@ PIPELINE: tuple[StageSpec, ...] = (
         "Decide each answer sentence's sources and keep those that support the answer (prompt A.5).",
         role="filter", job="citations", io=True, retry=IO_RETRY, step=lambda o, t: steps.citations(o),
     ),
-    StageSpec(
-        "answer", (AnswerRecord,), "4", ("answerability.abstain", "answerability.show", "steer.language",
+    StageSpec(  # 5: the markers of a sentence inside a code block go after the block (render_citations)
+        "answer", (AnswerRecord,), "5", ("answerability.abstain", "answerability.show", "steer.language",
                                          "backends.writer_llm"),
         stages.assemble_answer,
         lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],

@@ -240,9 +240,10 @@ def _sentence_open(env: dict[str, Any], index: int, first: bool, extra: str = ""
     return f'<a class="{" ".join(classes)}"{anchor} href="?s={index}#evidence">'
 
 
-def _sentence_markers(env: dict[str, Any], index: int) -> str:
-    sentence = next((s for s in env["sentences"] if s.index == index), None)
-    return "".join(f'<sup class="marker">[{m}]</sup>' for m in (sentence.markers if sentence else ()))
+def _sentence_markers(env: dict[str, Any], *indices: int) -> str:
+    """The markers of these sentences, each source once."""
+    numbers = [m for s in env["sentences"] if s.index in indices for m in s.markers]
+    return "".join(f'<sup class="marker">[{m}]</sup>' for m in dict.fromkeys(numbers))
 
 
 # --- rendering ---------------------------------------------------------------------------------------------
@@ -306,7 +307,7 @@ def _linked_block(default):
         if not indices or "pieces" not in env or not html.startswith("<pre><code"):
             return html
         (first, anchor), *more = indices
-        markers = "".join(_sentence_markers(env, i) for i, _ in indices)
+        markers = _sentence_markers(env, *(i for i, _ in indices))
         also = "".join(f"{_sentence_open(env, i, own)}(sentence {i + 1})</a>" for i, own in more)
         inner = html.removeprefix("<pre>").removesuffix("</pre>\n")
         return f"<pre>{_sentence_open(env, first, anchor, 'code')}{inner}{markers}</a>{also}</pre>\n"

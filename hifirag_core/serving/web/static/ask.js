@@ -12,7 +12,6 @@
   const status = document.getElementById("status");
   const steps = document.getElementById("steps");
   const answer = document.getElementById("answer");
-  const citations = document.getElementById("citations");
   const inspect = document.getElementById("inspect");
   const problems = document.getElementById("problems");
   const LISTS = ["sites", "exclude_sites"];
@@ -53,19 +52,11 @@
       }
     });
     if (message.final_report) answer.innerHTML = message.final_report_html;
-    if (message.complete) {
-      citations.replaceChildren(...(message.citations || []).map((url) => {
-        const li = document.createElement("li");
-        li.textContent = url;
-        return li;
-      }));
-    }
   }
 
   async function ask(text) {
     steps.replaceChildren();
     answer.replaceChildren();
-    citations.replaceChildren();
     problems.replaceChildren();
     inspect.classList.add("hidden");
     setStatus("Asking…", "asking");
@@ -84,7 +75,8 @@
           why = body.error || why;
           detail = body.detail || [];
         } catch (e) { /* not JSON */ }
-        setStatus(`The service said ${response.status}: ${why}`, "error");
+        setStatus(detail.length ? `The service refused the request (${response.status}); what to change:`
+          : `The service said ${response.status}: ${why}`, "error");
         problems.replaceChildren(...detail.map((text) => {
           const li = document.createElement("li");
           li.textContent = text;
