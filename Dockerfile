@@ -33,11 +33,12 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/hifirag/venv
 ENV PATH=/opt/hifirag/venv/bin:$PATH
-# torch first, alone and pinned, from the CPU build (the project's dependencies would otherwise pull CUDA);
-# hadolint reads the options in TORCH_PIP_ARGS as an unpinned package
+# A current pip (bookworm's is 23.0), then torch, alone and pinned, from the CPU build (the project's
+# dependencies would otherwise pull CUDA). hadolint reads TORCH_PIP_ARGS's options as an unpinned package.
 # hadolint ignore=DL3013
 RUN --mount=type=secret,id=pip_ca \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && pip install --upgrade 'pip>=25' \
     && pip install ${TORCH_PIP_ARGS} 'torch==2.13.0+cpu' \
     && python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
 COPY pyproject.toml README.md /src/
