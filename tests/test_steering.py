@@ -307,12 +307,18 @@ def test_offline_answers_cite_only_the_sites_allowed(steered_root: Path, example
 
 def test_offline_answers_cite_no_page_outside_the_date_window(steered_root: Path, examples_file: Path) -> None:
     out = _answer(steered_root, examples_file, {"after": "2020-01-01", "before": "2023-12-31"})
-    assert set(_cited(out)) <= {"https://docs.a.example/sync.html", "https://b.example/sync-bandwidth.html"}
+    # an answer that cites nothing would lie in any window: it must cite, and only pages in the window
+    assert _cited(out) and set(_cited(out)) <= {"https://docs.a.example/sync.html",
+                                                "https://b.example/sync-bandwidth.html"}
     pages = {p.url: p for p in out["fetch"].records}
     assert pages["https://docs.a.example/sync.html"].published == "2020-02-01"
     assert pages["https://docs.a.example/sync.html"].date_source == "corpus"
     dropped = _answer(steered_root, examples_file, {"after": "2020-01-01", "undated": "drop"})
-    assert set(_cited(dropped)) <= {"https://docs.a.example/sync.html", "https://blog.a.example/bandwidth.html"}
+    assert _cited(dropped) and set(_cited(dropped)) <= {"https://docs.a.example/sync.html",
+                                                        "https://blog.a.example/bandwidth.html"}
+    # under undated=drop every cited page is dated, and in the window
+    dated = {p.url: p.published for p in dropped["fetch"].records}
+    assert all(dated[u] is not None and dated[u] >= "2020-01-01" for u in _cited(dropped))
 
 
 def test_a_questions_own_steering_wins_over_the_runs(steered_root: Path, examples_file: Path) -> None:
