@@ -302,12 +302,14 @@ def test_a_blob_no_run_fetched_is_not_served_though_it_is_in_the_store(service):
 
 def test_a_request_whose_steering_contradicts_the_services_gets_422_naming_both_before_any_work(tmp_path):
     examples = write_examples(tmp_path / "examples.jsonl")
-    settings = ServiceSettings(data_root=tmp_path / "data", overrides=(f"generation.examples={examples}",
-                                                                       "steer.before=2020-01-01"))
+    settings = ServiceSettings(
+        data_root=tmp_path / "data", overrides=(f"generation.examples={examples}", "steer.before=2020-01-01")
+    )
     service = Service(settings, RecordingAnswerer())
     client = _client(service)
-    response = client.post("/evaluate", json={"query": "How do I limit sync bandwidth?", "iid": "w1",
-                                              "after": "2023-01-01"})
+    response = client.post(
+        "/evaluate", json={"query": "How do I limit sync bandwidth?", "iid": "w1", "after": "2023-01-01"}
+    )
     assert response.status_code == 422
     error = response.json()["error"]
     assert "no page can be in that window" in error
