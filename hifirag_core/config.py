@@ -236,8 +236,8 @@ class AnswerabilityConfig(Section):
     sources under "See also", cite nothing). With ``show`` the answer is given as the paper's final
     system gives it, and the decision is shown with it (in the answer's note and under ``/run``'s
     report): the ``final_judged`` variant, the default whenever the calibration misses the transfer
-    targets (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain``, the
-    default of ``hifirag run`` and the service, abstains.
+    targets (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain`` abstains,
+    and so does ``final_deep``, the default of ``hifirag run`` and the service (``DEFAULT_RUN_VARIANT``).
     """
 
     abstain: bool = False
