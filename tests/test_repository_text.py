@@ -12,7 +12,9 @@ TEXT = (".py", ".md", ".sh", ".toml", ".yaml", ".html", ".js", ".service", ".exa
 
 
 def _tracked() -> list[str]:
-    out = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    ).stdout
     return out.split()
 
 
