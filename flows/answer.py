@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -45,6 +46,7 @@ from hifirag_core.pipeline.specs import (
 from hifirag_core.pipeline.tally import RunTally
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, StageRunRecord
+from hifirag_core.store.disk import DiskFullError, disk_full, ensure_free, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.web.fetch_health import fetch_warnings
 from tasks.limits import prefect_ledger
@@ -87,10 +89,18 @@ class _StageRunner:
             # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
             state = self._task(stage, round)(question=self.question, ctx=self.ctx, params=quote(params),
                                              cache_key=key, round=round, return_state=True)
-            if state.is_completed():
-                output, cached = state.result(), state.name == "Cached"
-            else:
-                output = stage.failed(self.question, self.trail, state.result(raise_on_failure=False), round=round)
+            try:
+                if state.is_completed():
+                    output, cached = state.result(), state.name == "Cached"
+                else:
+                    error = state.result(raise_on_failure=False)
+                    if is_disk_full(error):  # its result could not be stored: stop, never a fallback row
+                        raise error
+                    output = stage.failed(self.question, self.trail, error, round=round)
+            except Exception as exc:
+                if is_disk_full(exc):
+                    raise disk_full(results_folder(), exc) from None
+                raise
         self.trail.record(output)
         self.result.outputs.append(output)
         self.result.ledger.append(StageRunRecord(
@@ -132,9 +142,13 @@ def answer_question(question: Question, ctx: RunContext, observer: StageObserver
     run = _StageRunner(question, ctx, resolve(ctx), observer)
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
     # results only when the whole question ends: a crash mid-question would lose every finished stage.
-    with question_deadline(ctx.cfg.limits.deadline_s, start=run.started), transaction(commit_mode=CommitMode.EAGER):
-        for stage, round_no in question_steps(run.trail, run.may_look_again):
-            run(stage, round_no)
+    try:
+        with (question_deadline(ctx.cfg.limits.deadline_s, start=run.started),
+              transaction(commit_mode=CommitMode.EAGER)):
+            for stage, round_no in question_steps(run.trail, run.may_look_again):
+                run(stage, round_no)
+    except DiskFullError as exc:  # the question stops; the run says so once (run_plan)
+        run.result.disk_full = str(exc)
     run.result.seconds = time.monotonic() - run.started
     return run.result
 
@@ -168,6 +182,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
     """
     choice = choice or RunnerChoice()
     log = get_run_logger()
+    ensure_free(plan.data_root, plan.cfg.limits.min_free_mb)
     warehouse = Warehouse(plan.data_root)
     started_at = time.monotonic()
     run_row = start_run(warehouse, plan)
@@ -189,9 +204,13 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             try:
                 result: QuestionResult = future.result()
             except Exception as exc:  # the question task itself broke: leave a row that says so
+                if is_disk_full(exc):
+                    raise disk_full(plan.data_root, exc) from None
                 failed_answer = spec(ANSWER_STAGE).failed(question, Trail(question), exc)
                 result = QuestionResult(question, [failed_answer], [
                     StageRunRecord(stage=ANSWER_STAGE, status=failed_answer.status, error=failed_answer.error)])
+            if result.disk_full:
+                raise DiskFullError(result.disk_full)
             write_result(warehouse, plan.run_id, result)
             tally.add(result.outputs, result.cached)
             fetched[question.id] = [r for o in result.outputs for r in o.records if isinstance(r, PageRecord)]
@@ -228,6 +247,13 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
              f"{summary.wall_seconds:.1f}s, {tally.computed} stage computations, {tally.cache_hits} cache hits, "
              f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled)")
     return summary
+
+
+def results_folder() -> Path:
+    """Where the stage tasks persist their results (the stage cache)."""
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().results.local_storage_path)
 
 
 def run_budget(ctx: RunContext) -> Budget | None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from hifirag_core.backends.registry import FETCH_CHOICES, SEARCH_CHOICES
 from hifirag_core.hashing import stable_hash
 from hifirag_core.steering import (
     SteeringError,
@@ -30,6 +31,9 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 LLMBackend = Literal["offline", "gemini", "openai"]
+# The search and fetch choices are the rows of the backends table (hifirag_core.backends.registry).
+SearchBackendName = Literal[SEARCH_CHOICES]  # type: ignore[valid-type]
+FetchBackendName = Literal[FETCH_CHOICES]  # type: ignore[valid-type]
 
 
 class Section(BaseModel):
@@ -41,14 +45,22 @@ class BackendsConfig(Section):
 
     filter_llm: LLMBackend = "offline"
     writer_llm: LLMBackend = "offline"
-    search: Literal["local", "google", "scrapingdog"] = "local"
-    fetch: Literal["local", "scrapingdog", "http"] = "local"
+    search: SearchBackendName = "local"
+    fetch: FetchBackendName = "local"
     reddit: Literal["recorded", "praw"] = "recorded"
     # Where the real services live; tests and benchmarks point these at fakes on 127.0.0.1.
     google_search_base_url: str = "https://www.googleapis.com"
     scrapingdog_base_url: str = "https://api.scrapingdog.com"
     reddit_oauth_url: str = "https://oauth.reddit.com"
     reddit_url: str = "https://www.reddit.com"
+    # The other search providers (docs/user-guide.md, "Search providers"): a SearXNG instance has no default.
+    searxng_url: str | None = None
+    brave_base_url: str = "https://api.search.brave.com"
+    tavily_base_url: str = "https://api.tavily.com"
+    exa_base_url: str = "https://api.exa.ai"
+    mmu_search_base_url: str = "https://clueweb22.us"  # MMU-RAGent's FineWeb and ClueWeb22 search
+    ddgs_backend: str = "duckduckgo"  # the engines ddgs asks ("duckduckgo", "auto" for several, ...)
+    grounding_model: str = "gemini-2.5-flash"  # the model that searches when search=gemini-grounding
 
 
 class ModelPrice(Section):
@@ -118,10 +130,47 @@ class QueryPlanConfig(Section):
     max_queries: int = 2
 
 
+# --- several search providers at once (issue 36, item 3; the user's own folder: item 4) ---------------
+# The providers ``search.providers`` may name: the search rows of the backends table. ``local``: the offline
+# corpus; ``folder``: the user's own files (``search.folder``); the others are built by ``backends/factory.py``.
+SearchProvider = SearchBackendName
+# Providers served from this machine: no key, no rate limit, nothing that ages.
+LOCAL_PROVIDERS: frozenset[str] = frozenset({"local", "folder"})
+
+
+def _provider_list(value: Any) -> Any:
+    """One provider or several: ``"google"``, ``"google,folder"`` or ``["google", "folder"]``."""
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return value
+
+
 class SearchConfig(Section):
     enabled: bool = True  # False: answer without any web evidence (the paper's "no search" rows)
     results_per_query: int = 10
     max_age_hours: float = 24.0  # a live search is asked again after this long (the local corpus never ages)
+    # Several providers at once, their results fused by reciprocal rank (``retrieval/fusion.py``); empty: the
+    # one of ``backends.search`` (configs written before the list existed).
+    providers: Annotated[tuple[SearchProvider, ...], BeforeValidator(_provider_list)] = ()
+    rrf_k: int = Field(60, ge=0)  # the fusion's constant (60, as in Cormack et al. 2009)
+    # The ``folder`` provider: a folder of HTML, PDF, Markdown and text files, cited as
+    # ``folder://<folder_host>/<path below the folder>`` (the host defaults to ``<folder's name>.local``).
+    folder: str | None = None
+    folder_host: str | None = None
+
+    @model_validator(mode="after")
+    def _folder_given(self) -> SearchConfig:
+        if "folder" in self.providers and not self.folder:
+            raise ValueError("the folder provider needs search.folder (the folder of your files)")
+        if len(set(self.providers)) != len(self.providers):
+            raise ValueError(f"search.providers names a provider twice: {list(self.providers)}")
+        return self
+
+
+def search_providers(cfg: PipelineConfig) -> tuple[str, ...]:
+    """The providers a run searches, in the order their ties are broken: ``search.providers``, else
+    ``backends.search``."""
+    return tuple(cfg.search.providers) or (cfg.backends.search,)
 
 
 class UrlFilterConfig(Section):
@@ -235,9 +284,10 @@ class AnswerabilityConfig(Section):
     reason); only with ``abstain`` does a ``not_found`` answer abstain (say so, list the closest
     sources under "See also", cite nothing). With ``show`` the answer is given as the paper's final
     system gives it, and the decision is shown with it (in the answer's note and under ``/run``'s
-    report): the ``final_judged`` variant, the default whenever the calibration misses the transfer
-    targets (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain`` abstains,
-    and so does ``final_deep``, the default of ``hifirag run`` and the service (``DEFAULT_RUN_VARIANT``).
+    report): the ``final_judged`` variant, and ``final_deep_judged``, the default of ``hifirag run`` and
+    the service while the calibration misses the transfer targets on some kind of corpus
+    (docs/evaluation.md). The paper's rows neither abstain nor show; ``final_abstain`` and
+    ``final_deep`` abstain.
     """
 
     abstain: bool = False
@@ -332,6 +382,7 @@ class CredibilityConfig(Section):
 # calls waited a whole call), and the rpm limit is what should throttle.
 DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
     "gemini": 32, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
+    "searxng": 4, "duckduckgo": 1, "brave": 1, "tavily": 4, "exa": 4, "clueweb22": 4,
 }
 # Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
 # 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are
@@ -339,10 +390,16 @@ DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
 # minutes (https://www.reddit.com/r/redditdev/comments/13wsiks/); we stay a little under it.
 DEFAULT_PROVIDER_RPM: dict[str, float] = {
     "gemini:gemini-2.5-pro": 150, "gemini:gemini-2.5-flash": 1000, "google": 100, "reddit": 90,
+    # Brave's free plan: 1 query a second (https://brave.com/search/api/); DuckDuckGo publishes no limit
+    # and answers 202/"Ratelimit" when asked too often: 20 a minute stays polite.
+    "brave": 60, "duckduckgo": 20,
 }
 # USD per successful call for services billed per request: the Custom Search JSON API costs $5 per
 # 1,000 queries beyond the free 100 a day (https://developers.google.com/custom-search/v1/overview).
-DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005}
+# Brave's Base AI plan is $5 per 1,000 queries (https://brave.com/search/api/); Tavily's pay-as-you-go credit
+# $0.008, one per basic search (https://docs.tavily.com/documentation/api-credits); Exa's search with up to 25
+# results $0.005 (https://exa.ai/pricing). Free services have no entry.
+DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005, "brave": 0.005, "tavily": 0.008, "exa": 0.005}
 
 
 class PromptsConfig(Section):
@@ -365,6 +422,9 @@ class LimitsConfig(Section):
     # check's embeddings while the writer writes. Answers, rows and cache keys are the same either way.
     overlap: bool = True
     deadline_s: float = 600.0  # per question (the MMU-RAGent limit is 10 minutes)
+    # A run (and a served question) starts only with this much free on the data root's disk (0: never checked);
+    # a write that still finds the disk full stops the run with one line (hifirag_core.store.disk).
+    min_free_mb: float = 50.0
     budget_usd: float | None = None
     budget_tokens: int | None = None
     # With a Prefect API server set, the budget is counted there under this name: processes that give the
@@ -494,5 +554,5 @@ def build_config(variant_overrides: dict[str, Any] | None = None, overrides: dic
 def uses_real_backends(cfg: PipelineConfig) -> bool:
     """Whether any role talks to a real external system (so keys, rate limits and a budget apply)."""
     b = cfg.backends
-    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.search != "local" or b.fetch != "local"
-            or b.reddit == "praw")
+    return (b.filter_llm != "offline" or b.writer_llm != "offline" or b.fetch != "local" or b.reddit == "praw"
+            or any(p not in LOCAL_PROVIDERS for p in search_providers(cfg)))

@@ -58,6 +58,16 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             "JSON format, one question at a time, temperature 0, the writer not streamed; llama-cpp:MODEL@URL",
             (*_OPENAI, "models.openai_response_format=json_object_schema", "limits.concurrency=1",
              "models.temperature=0", "limits.stream_writer=false"), takes_model=True),
+    # no key anywhere: DuckDuckGo (or a SearXNG instance) finds the pages, they are read directly, and a local
+    # OpenAI-compatible server (Ollama, llama.cpp, vLLM) filters and writes
+    Profile("free-web", "no keys, the real web: DuckDuckGo search (SearXNG: --set backends.search=searxng --set "
+            "backends.searxng_url=URL), direct crawling, an OpenAI-compatible local model server; free-web:MODEL@URL",
+            ("backends.search=duckduckgo", "backends.fetch=http", *_OPENAI), takes_model=True),
+    # MMU-RAGent's own search: its documents come with their text, so only other URLs are crawled
+    Profile("mmu-ragent", "MMU-RAGent's FineWeb search (documents carried as text; ClueWeb22: --set "
+            "backends.search=clueweb22-b and CLUEWEB_API_KEY) with Gemini 2.5 Flash and Pro",
+            ("backends.filter_llm=gemini", "backends.writer_llm=gemini", "backends.search=fineweb",
+             "backends.fetch=http")),
 )}
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from hifirag_core.backends.registry import all_keys
 from hifirag_core.errors import MissingSecretError
 
 REDACTED = "****"
@@ -31,22 +32,23 @@ class SecretSpec:
 
 
 # The conventional names: the Gemini SDK reads GEMINI_API_KEY (or GOOGLE_API_KEY), the openai
-# client OPENAI_API_KEY, the Scrapingdog SDK SCRAPINGDOG_API_KEY. The Custom Search key gets its
-# own name because GOOGLE_API_KEY already means the Gemini key here.
+# client OPENAI_API_KEY; the search and fetch backends' keys (the Scrapingdog SDK's SCRAPINGDOG_API_KEY,
+# the Custom Search key under its own name because GOOGLE_API_KEY already means the Gemini key here)
+# are in their rows of the backends table.
 SECRETS: dict[str, SecretSpec] = {
     s.name: s
     for s in (
         SecretSpec("gemini_api_key", ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "Gemini API (filter/writer models)"),
         SecretSpec("openai_api_key", ("OPENAI_API_KEY",), "OpenAI-compatible chat completions"),
-        SecretSpec("google_cse_key", ("GOOGLE_CSE_KEY",), "Google Programmable Search JSON API key"),
-        SecretSpec("google_cse_id", ("GOOGLE_CSE_ID",), "Programmable Search Engine id (cx)"),
-        SecretSpec("scrapingdog_api_key", ("SCRAPINGDOG_API_KEY",), "Scrapingdog search and scrape APIs"),
         SecretSpec("reddit_client_id", ("REDDIT_CLIENT_ID",), "Reddit OAuth app (script or web) id"),
         SecretSpec("reddit_client_secret", ("REDDIT_CLIENT_SECRET",), "Reddit OAuth app secret"),
         SecretSpec("service_token", ("HIFIRAG_SERVICE_TOKEN",),
                    "the token `hifirag serve` requires beyond loopback (docs/serving.md)"),
     )
 }
+# The search and fetch backends declare their own keys in their rows (hifirag_core.backends.registry).
+for _key in all_keys():
+    SECRETS.setdefault(_key.name, SecretSpec(_key.name, _key.env, _key.purpose))
 # Not secret, but read from the environment next to the Reddit credentials.
 REDDIT_USER_AGENT_ENV = "REDDIT_USER_AGENT"
 

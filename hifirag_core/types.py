@@ -80,11 +80,13 @@ class FetchResult:
     http_status: int | None = None
     content_type: str | None = None
     body: bytes | None = None  # None unless status == "ok"
-    kind: str | None = None  # html | reddit | pdf | binary
+    kind: str | None = None  # html | reddit | pdf | text | binary
     encoding: str | None = None  # declared charset, when the response had one
     error: str | None = None
     last_modified: str | None = None  # the Last-Modified header, when the fetcher saw the response headers
     published: str | None = None  # the page's publication day when the fetcher knows it (the local corpus)
+    # where the text came from: "fetched", or "search_provider" when the search result carried the document
+    text_source: str | None = None
 
 
 class Fetcher(Protocol):

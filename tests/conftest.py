@@ -33,9 +33,12 @@ from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures b
 )
 from tests.llama_server import (  # noqa: E402, F401  (pytest finds fixtures by name)
     OPT_OUT_VARIABLE,
+    LocalServerDied,
+    dead_servers,
     model_server,
     opt_out_reason,
     require_server,
+    smollm2_server,
 )
 from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
@@ -114,6 +117,23 @@ def pytest_runtest_setup(item):
     # and no opt-out fails here instead of skipping (with the opt-out, its skip marker says why).
     if "llama_server" in item.keywords and not opt_out_reason():
         require_server()
+    if died := dead_servers():  # a local model server died in an earlier test: fail at once, saying why
+        raise LocalServerDied("\n\n".join(died))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A local model server that died during a test fails it with the death's signal, log and hint, whatever
+    # its asserts said: "assert [] " after a SIGSEGV says nothing about the SIGSEGV (tests/llama_server.py).
+    report = yield
+    if call.when == "call" and (died := dead_servers()):
+        own = ""
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            own = f"\n\nThe test's own failure, which followed: {crash.message if crash else report.longreprtext}"
+        report.outcome = "failed"
+        report.longrepr = "\n\n".join(died) + own
+    return report
 
 
 def _opt_out_line(terminalreporter) -> str | None:

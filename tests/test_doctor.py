@@ -36,3 +36,52 @@ def test_a_missing_key_and_a_server_that_is_not_there(monkeypatch, data_root):
     assert result.exit_code == 1
     assert "set GEMINI_API_KEY or GOOGLE_API_KEY" in result.output
     assert "failed" in result.output and "connection error" in result.output
+
+
+def _doctor_on(base_url: str, data_root) -> str:
+    result = runner.invoke(app, ["doctor", "--set", "backends.filter_llm=openai", "--set", "backends.writer_llm=offline",
+                                 "--set", f"models.openai_base_url={base_url}", "--set", "models.filter=m",
+                                 "--set", "models.openai_api_key_optional=true", "--data-root", str(data_root)],
+                           env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    return " ".join(result.output.split())
+
+
+def test_a_server_error_is_reported_as_one(data_root):
+    from tests.fakes.openai_server import OpenAIFake
+
+    with OpenAIFake(api_key=None) as fake:
+        fault = OpenAIFake.server_error(500)
+        fault.match = lambda request: request.method == "POST"  # not doctor's look at /models first
+        fake.inject(fault)
+        out = _doctor_on(f"{fake.base_url}/v1", data_root)
+    assert "server error: the server failed the completion with HTTP 500" in out
+
+
+def test_a_server_that_crashes_on_the_completion_is_reported_as_a_crash(tmp_path, data_root):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    port = free_port()
+    script = Path(__file__).parent / "fakes" / "crashing_server.py"
+    server = subprocess.Popen([sys.executable, str(script), str(port)], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        out = _doctor_on(f"http://127.0.0.1:{port}/v1", data_root)
+        assert server.wait(10) == -11  # it really died of SIGSEGV
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert "the server crashed during the chat completion" in out
+    assert "SIGSEGV" in out and "AMX" in out

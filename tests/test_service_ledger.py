@@ -86,3 +86,18 @@ def test_another_configuration_serves_into_another_run(tmp_path):
     b = ServiceRuns(w, "offline", build_config(overrides={"url_filter": {"max_urls": 3}}), ExampleSet("", ()),
                     clock=clock).plan().run_id
     assert a != b
+
+
+def test_an_answer_that_lands_after_a_refresh_is_counted_by_the_next_one(tmp_path):
+    # The day run's row said "answered 0" for good: a refresh between the question's arrival and its answer
+    # used up the "something changed" flag, and the answer itself never set it again.
+    w = Warehouse(tmp_path)
+    runs = ServiceRuns(w, "offline", build_config(), ExampleSet("", ()), clock=Clock(datetime(2026, 12, 1, tzinfo=UTC)))
+    plan = runs.plan()
+    runs.add_question(plan, Question("r1", "q?", None, 1, {"endpoint": "/run"}))
+    runs.refresh()  # the periodic refresh while the question is still being answered
+    assert (_run(w, plan.run_id)["n_questions"], _run(w, plan.run_id)["n_answered"]) == (1, 0)
+    _answer(w, plan.run_id, "r1", cached=False)
+    runs.answered()
+    runs.refresh()
+    assert _run(w, plan.run_id)["n_answered"] == 1

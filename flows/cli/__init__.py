@@ -22,6 +22,7 @@ app = typer.Typer(
 )
 corpus_app = typer.Typer(help="Build and search the local corpus (the offline web).", no_args_is_help=True)
 testset_app = typer.Typer(help="Build test sets: fresh-knowledge question-answer pairs.", no_args_is_help=True)
+warehouse_app = typer.Typer(help="Check the warehouse's files and repair damaged ones.", no_args_is_help=True)
 
 COMMANDS = {
     app: {
@@ -35,6 +36,7 @@ COMMANDS = {
     },
     corpus_app: {"build": corpus.build, "search": corpus.search},
     testset_app: {"fresh": experiments.fresh_testset},
+    warehouse_app: {"check": warehouse.check},
 }
 
 
@@ -50,6 +52,7 @@ for group, commands in COMMANDS.items():
         group.command(name, help=_help(function))(function)
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(testset_app, name="testset")
+app.add_typer(warehouse_app, name="warehouse")
 
 
 def main() -> None:

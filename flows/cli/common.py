@@ -18,6 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from hifirag_core.backends.registry import SEARCH_CHOICES
 from hifirag_core.config import ConfigError
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError
@@ -26,7 +27,8 @@ from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.steering import SteeringError
-from hifirag_core.store.warehouse import WarehouseError
+from hifirag_core.store.disk import DiskFullError
+from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -44,10 +46,12 @@ DaskAddress = Annotated[str | None, typer.Option(help="An existing Dask schedule
                                                  "(its workers need the data root and PREFECT_API_URL).")]
 DaskWorkers = Annotated[int, typer.Option(help="Processes of the local Dask cluster.")]
 Fields = Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable); e.g. "
+                                                  f"backends.search={'|'.join(SEARCH_CHOICES)}.")]
 ProfileOpt = Annotated[str | None, typer.Option(
-    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, or a profile "
-    "of your config file \\[default: the config file's, else offline].", show_default=False)]
+    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, "
+    "free-web:MODEL@URL, mmu-ragent, or a profile of your config file \\[default: the config file's, else offline].",
+    show_default=False)]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", envvar="HIFIRAG_CONFIG", help="A TOML file of your settings (sections of the config, a default "
     "profile, profiles of your own). Precedence: defaults, this file, --profile, the variant, --set.",
@@ -76,7 +80,21 @@ def steer_overrides(sites: str | None = None, exclude_sites: str | None = None, 
 
 # The errors a command reports as a clear message (exit 2) rather than a traceback.
 EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError, MissingSecretError, SteeringError,
-            LanguageError)
+            LanguageError, DiskFullError)
+
+
+# A result that left out a damaged file: printed, then one line per file on stderr, and this exit code.
+EXIT_INCOMPLETE = 3
+
+
+def report_skipped(warehouse: Warehouse) -> None:
+    """End a command whose reads left out damaged files: one line each (the file, its table and run, the
+    command that repairs it), and exit ``EXIT_INCOMPLETE``, so the result never reads as complete."""
+    if not warehouse.skipped:
+        return
+    for damaged in warehouse.skipped.values():
+        err.print(damaged.line(warehouse.root), style="yellow", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def fail(exc: Exception) -> NoReturn:

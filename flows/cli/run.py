@@ -38,6 +38,7 @@ from flows.cli.common import (
     id_list,
     in_prefect,
     print_summary,
+    report_skipped,
     runner_params,
     setup,
     steer_overrides,
@@ -55,8 +56,9 @@ def run(
     questions: Annotated[Path, typer.Argument(help="JSONL questions: MMU-RAGent (query, iid, reference) or FAQ format.")],
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`); the default answers "
                                          "like the paper's final system, searches again for what its first sources "
-                                         "miss, and says so when the sources found do not answer the question "
-                                         "(final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
+                                         "miss, and shows whether the sources answer the question (it does not "
+                                         "abstain until a judgment holds on corpora it was not fitted on; "
+                                         "final_deep abstains; final reproduces the paper's row).")] = DEFAULT_RUN_VARIANT,
     variants: Annotated[str | None, typer.Option(help="Several variants, comma-separated: one run each, "
                                                   "sharing every stage they have in common.")] = None,
     evidence_from: Annotated[str | None, typer.Option(help="Reuse this run's query plans, search results and "
@@ -87,8 +89,8 @@ def run(
     (docs/user-guide.md, "Steering" and "Profiles"). --sites, --exclude-sites, --after, --before,
     --language and --length steer every question; a question's own fields of the same names win.
     Every answer records whether the sources answer its question (answered, partial or not_found);
-    with the default variant a not_found answer says so and lists the closest sources instead of
-    answering.
+    the default variant answers and shows that decision beside the answer (--variant final_deep says
+    instead that the sources do not answer and lists the closest ones).
 
     [bold]Example[/bold]: hifirag run ../shared/data/mmu_ragent/t2t_val.jsonl --limit 10 --profile gemini --after 2024-01-01 --length short
     """
@@ -114,9 +116,12 @@ def run_questions(questions: Path, *, variants: list[str], data_root: Path | Non
     """One run per variant, each planned (and so checked) before Prefect starts, then answered by the flow."""
     root = setup(data_root)
     from hifirag_core.pipeline.plan import plan_run
+    from hifirag_core.store.disk import ensure_free
 
-    try:  # a bad file or variant fails fast and writes nothing
+    try:  # a bad file or variant, or a disk below its floor, fails fast and writes nothing
         plans = [plan_run(questions, variant=name, root=root, **planned) for name in variants]
+        for plan in plans:
+            ensure_free(root, plan.cfg.limits.min_free_mb)
     except EXPECTED as exc:
         fail(exc)
     return answer_plans(root, plans, where or {})
@@ -238,7 +243,9 @@ def answers(
 
     [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
     """
-    print_answers(Warehouse(resolve_data_root(data_root)), run_id, question, detail)
+    warehouse = Warehouse(resolve_data_root(data_root))
+    print_answers(warehouse, run_id, question, detail)
+    report_skipped(warehouse)
 
 
 def print_sql_hints(warehouse: Warehouse, run_id: str) -> None:

@@ -20,9 +20,9 @@ def serve(
     concurrency: Annotated[int | None, typer.Option(help="Questions answered at once; more get 503 with Retry-After "
                                                     "\\[default: limits.concurrency, 4].")] = None,
     variant: Annotated[str, typer.Option(help="Named configuration (see `hifirag variants`): the default looks "
-                                         "again when its sources fall short and says when they do not answer, as "
-                                         "`hifirag run` does; final is the paper's row, "
-                                         "final_judged answers and shows the decision.")] = DEFAULT_RUN_VARIANT,
+                                         "again when its sources fall short, answers, and shows whether they answer, "
+                                         "as `hifirag run` does (no variant's judgment holds on every kind of "
+                                         "corpus yet); final_deep abstains instead; final is the paper's row.")] = DEFAULT_RUN_VARIANT,
     set_: SetOpt = None,
     deadline: Annotated[float, typer.Option(help="Seconds a request may take before it gets what exists "
                                             "(at most 600, the competition's limit).")] = 570.0,

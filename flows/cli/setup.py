@@ -121,6 +121,10 @@ def variants() -> None:
         shown = f"{name} (default of run and serve)" if name == DEFAULT_RUN_VARIANT else name
         table.add_row(shown, json.dumps(overrides) if overrides else "(the defaults)")
     console.print(table)
+    console.print(f"The default, {DEFAULT_RUN_VARIANT}, answers and shows whether the sources answer: a default "
+                  "abstains only once its judgment meets the transfer targets on a corpus it was not fitted on "
+                  "(issue 26), and it missed them on encyclopedia pages (issue 41). --variant final_deep abstains.",
+                  highlight=False, markup=False)
     departures = Table("setting", "where it departs from the paper", "why", title="Departures from the paper")
     for setting, where, why in DEPARTURES:
         departures.add_row(setting, where, why)

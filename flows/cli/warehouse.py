@@ -1,4 +1,5 @@
-"""``hifirag sql``, ``runs``, ``funnel`` and ``sections``: reading what runs stored."""
+"""``hifirag sql``, ``runs``, ``funnel``, ``sections`` and ``warehouse check``: reading what runs stored, and
+checking that it reads."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.common import DataRoot, console, fail, print_result
+from flows.cli.common import EXIT_INCOMPLETE, DataRoot, console, err, fail, print_result, report_skipped
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.store.queries import funnel_summary, list_runs
@@ -25,11 +26,13 @@ def sql(
 
     [bold]Example[/bold]: hifirag sql "SELECT run_id, count(*) FROM answers GROUP BY run_id"
     """
+    warehouse = Warehouse(resolve_data_root(data_root))
     try:
-        result = Warehouse(resolve_data_root(data_root)).query(query)
+        result = warehouse.query(query)
     except WarehouseError as exc:
         fail(exc)
     print_result(result.columns, result.rows, format_, max_width)
+    report_skipped(warehouse)
 
 
 def runs(data_root: DataRoot = None) -> None:
@@ -37,11 +40,13 @@ def runs(data_root: DataRoot = None) -> None:
 
     [bold]Example[/bold]: hifirag runs
     """
-    result = list_runs(Warehouse(resolve_data_root(data_root)))
-    if not result.rows:
+    warehouse = Warehouse(resolve_data_root(data_root))
+    result = list_runs(warehouse)
+    if not result.rows and result.complete:
         console.print("No runs yet: try `hifirag demo`.")
         return
     print_result(result.columns, result.rows, "table")
+    report_skipped(warehouse)
 
 
 def funnel(
@@ -100,3 +105,60 @@ def sections(
     if body is None:
         fail(CorpusError(f"{url} is in neither the corpus nor any run's pages; pass --live to fetch it"))
     console.print(format_section_tree(parse_sections(body, url)), highlight=False, markup=False)
+
+
+def check(
+    deep: Annotated[bool, typer.Option("--deep", help="Read every page too and verify its checksum (slower).")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="Move damaged files into the quarantine folder (never "
+                                         "deleted) and write their rows again from the stage cache.")] = False,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's files \\[default: every run].")] = None,
+    data_root: DataRoot = None,
+) -> None:
+    """Check that every warehouse file reads (its footer; with --deep every page and checksum), and list what is
+    damaged or missing.
+
+    With --repair, each damaged file moves to quarantine/<time>/ under the data root, and the rows it held are
+    written again from the stage cache (the persisted stage results); what the cache no longer holds is named,
+    with the command that computes it again. Exit code 0: every file reads (or was repaired); 3: damage remains.
+
+    [bold]Example[/bold]: hifirag warehouse check --repair --run docs_faq-final-1a2b3c4d
+    """
+    from hifirag_core.pipeline.repair import check as find_damage
+    from hifirag_core.pipeline.repair import repair as repair_damage
+
+    root = resolve_data_root(data_root)
+    warehouse = Warehouse(root)
+    pattern = f"*/run_id={run}/*.parquet" if run else "*/run_id=*/*.parquet"
+    n_files = sum(1 for _ in warehouse.tables_dir.glob(pattern)) if warehouse.tables_dir.exists() else 0
+    try:
+        found = find_damage(warehouse, run, deep)
+    except WarehouseError as exc:
+        fail(exc)
+    what = "footers, pages and checksums" if deep else "footers"
+    if not found:
+        console.print(f"{n_files} file(s) checked ({what}): every one reads.", highlight=False)
+        return
+    console.print(f"{n_files} file(s) checked ({what}): {len(found)} damaged or missing", highlight=False)
+    for damaged in found:
+        console.print(f"  {damaged.path.relative_to(root)}  (table {damaged.table}, run {damaged.run_id}): "
+                      f"{damaged.reason}", highlight=False, markup=False, soft_wrap=True)
+    if not repair:
+        runs = sorted({d.run_id for d in found})
+        err.print(f"repair with: hifirag warehouse check --repair{f' --run {runs[0]}' if len(runs) == 1 else ''}",
+                  highlight=False, markup=False)
+        raise typer.Exit(EXIT_INCOMPLETE)
+    from flows.cli.common import setup
+    from flows.stage_cache import cached_outputs
+
+    setup(root)
+    report = repair_damage(warehouse, found, cached_outputs(root))
+    for source, target in report.moved:
+        console.print(f"moved  {source.relative_to(root)} -> {target.relative_to(root)}", highlight=False,
+                      markup=False, soft_wrap=True)
+    for (run_id, table), n in sorted(report.rebuilt.items()):
+        console.print(f"rebuilt  {n} row(s) of {table}, run {run_id}, from the stage cache", highlight=False,
+                      markup=False)
+    for line in report.todo:
+        err.print(f"not repaired: {line}", highlight=False, markup=False, soft_wrap=True)
+    if not report.repaired:
+        raise typer.Exit(EXIT_INCOMPLETE)

@@ -5,15 +5,25 @@ model is asked the paper's query-plan prompt (A.1) with the object-rooted schema
 call sends, so a server that refuses the response format shows up here, not as silent fallbacks in
 a run. Keys are only ever named, never printed: values go to the adapters, and their errors are
 redacted (``hifirag_core.secrets``).
+
+An OpenAI-compatible server is asked ``GET /models`` before that one chat completion and, when the
+completion's connection fails, again after it: a server that answered before and answers no more
+crashed during the completion (a llama.cpp built for another CPU or with AMX on a VM that does not
+grant it dies there), which is said as such, as is a 5xx (the server failed, the request was fine).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
+import httpx
+
+from hifirag_core.backends import registry
 from hifirag_core.config import PipelineConfig
 from hifirag_core.errors import BackendError
 from hifirag_core.llm.models import object_schema
@@ -27,6 +37,9 @@ OK, MISSING, FAILED = "ok", "missing", "failed"
 PROBE_QUESTION = "How do I create a Python virtual environment?"
 REDDIT_PROBE_URL = "https://www.reddit.com/r/IAmA/comments/z1c9z/i_am_barack_obama_president_of_the_united_states/"
 HTTP_PROBE_URL = "https://example.com/"
+CRASH_HINT = ("a llama.cpp server that dies on a completion was often built for another CPU (SIGILL) or with AMX "
+              "kernels on a virtual machine that does not grant AMX (SIGSEGV): its exit signal and log say which; "
+              "see docs/user-guide.md, 'Running on a local model server'")
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,8 @@ def _missing_keys(names: tuple[str, ...], env: dict[str, str] | None) -> list[st
 
 
 def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] | None = None,
-                   reddit_url: str = REDDIT_PROBE_URL, http_url: str = HTTP_PROBE_URL) -> list[Check]:
+                   reddit_url: str = REDDIT_PROBE_URL, http_url: str = HTTP_PROBE_URL,
+                   today: date | None = None) -> list[Check]:
     """Every backend the configuration selects, each checked with at most one cheap call."""
     from hifirag_core.backends import factory
 
@@ -53,7 +67,7 @@ def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] 
     checks = [_embeddings()]
     for role in ("filter", "writer"):
         checks.append(_model(role, cfg, guards, env, data_root))
-    checks.append(_search(cfg, guards, env, data_root))
+    checks.append(_search(cfg, guards, env, data_root, today))
     checks.append(_fetch(cfg, guards, env, data_root, http_url))
     if cfg.backends.reddit == "praw":
         checks.append(_reddit(cfg, guards, env, reddit_url))
@@ -81,6 +95,7 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
     if backend == "offline":
         return Check(name, "offline", OK, "the offline algorithms (no key, no network)", "free")
     where = f"{backend} {model}"
+    url = None
     if backend == "openai":
         url = factory.openai_base_url(cfg, role) or "https://api.openai.com/v1"  # type: ignore[arg-type]
         where += f" at {url}"
@@ -94,6 +109,7 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
     except BackendError as exc:
         return Check(name, where, FAILED, redact(str(exc)) or "", _price(cfg, model, data_root))
     prompt = PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None)["query_plan"]
+    answered_before = url is not None and _answers(url)
     reply = chat.chat([_turn(prompt.render(question=PROBE_QUESTION, query_range=query_range(2)))], stage="doctor",
                       prompt_name="query_plan", prompt_hash=prompt.hash,
                       response_schema=object_schema("queries", "string"))
@@ -105,12 +121,36 @@ def _model(role: str, cfg: PipelineConfig, guards, env, data_root: Path) -> Chec
         f", ${call.cost_usd:.6f}" if call.cost_usd is not None else "")
     cost = f"{_price(cfg, model, data_root)}; {spent}"
     if reply.text is None:
-        return Check(name, where, FAILED, f"{call.status}: {redact(call.error) or 'no reply'}", cost)
+        return Check(name, where, FAILED, _failure(call.status, redact(call.error) or "no reply", url,
+                                                   answered_before), cost)
     parsed = parse_queries(reply.text, max_queries=2)
     if not parsed.ok:
         return Check(name, where, FAILED, f"replied in {call.latency_s:.1f}s but the structured reply did not parse "
                      f"({parsed.error}); check models.openai_response_format", cost)
     return Check(name, where, OK, f"a structured reply in {call.latency_s:.1f}s: {parsed.value}", cost)
+
+
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at the server's ``/models`` (any status: a key may be wanted)."""
+    try:
+        httpx.get(f"{url.rstrip('/')}/models", timeout=5.0)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _failure(status: str, error: str, url: str | None, answered_before: bool) -> str:
+    """What a failed completion means: a server error, a crash during the call, or nothing there."""
+    if found := re.search(r"\bHTTP (5\d\d)\b", error):
+        return (f"server error: the server failed the completion with HTTP {found[1]} (the request was not refused; "
+                f"the server broke on it: its log says why): {error}")
+    if url is not None and "connection error" in error:
+        if answered_before and not _answers(url):
+            return (f"the server crashed during the chat completion: it answered {url}/models before the call and "
+                    f"nothing answers there now ({error}). Hint: {CRASH_HINT}")
+        if not answered_before:
+            return f"{status}: nothing answers at {url} ({error}): start the server, or check its URL"
+    return f"{status}: {error}"
 
 
 def _turn(text: str):
@@ -135,25 +175,39 @@ def _price(cfg: PipelineConfig, model: str, data_root: Path) -> str:
     return text
 
 
-def _search(cfg: PipelineConfig, guards, env, data_root: Path) -> Check:
+def _search(cfg: PipelineConfig, guards, env, data_root: Path, today: date | None = None) -> Check:
+    """The search provider's line, from its row of the backends table: what is missing, one cheap query, the cost."""
     from hifirag_core.backends import factory
 
     provider = cfg.backends.search
     if provider == "local":
         return _corpus("search", cfg, data_root)
-    keys = ("google_cse_key", "google_cse_id") if provider == "google" else ("scrapingdog_api_key",)
-    per_call = cfg.limits.call_cost_usd.get(provider)
-    cost = (f"${per_call} per query" + (" beyond 100 free a day" if provider == "google" else "")
-            if per_call is not None else "billed in the provider's credits")
-    missing = _missing_keys(keys, env)
-    if missing:
-        return Check("search", provider, MISSING, f"set {', '.join(missing)}", cost)
+    row = registry.backend("search", provider)
+    per_call = cfg.limits.call_cost_usd.get(row.provider)
+    cost = row.cost if per_call is None or "$" in row.cost else f"${per_call} per query; {row.cost}"
+    gone = registry.sunset_error(row, today or date.today())
+    if gone:
+        return Check("search", provider, FAILED, gone, cost)
+    notice = f" ({row.notice})" if row.notice else ""
+    unset = [s for s in row.settings if not _setting(cfg, s)]
+    missing = _missing_keys(tuple(k.name for k in row.keys), env)
+    if unset or missing:
+        return Check("search", provider, MISSING, "set " + ", ".join([*unset, *missing]) + notice, cost)
     began = time.monotonic()
     try:
-        hits = factory.build_search_backend(cfg, guards=guards, env=env).search(PROBE_QUESTION, num=1)
+        hits = factory.build_search_backend(cfg, guards=guards, env=env, today=today).search(PROBE_QUESTION, num=1)
     except BackendError as exc:
-        return Check("search", provider, FAILED, redact(str(exc)) or "", cost)
-    return Check("search", provider, OK, f"{len(hits)} result(s) in {time.monotonic() - began:.1f}s", cost)
+        return Check("search", provider, FAILED, (redact(str(exc)) or "") + notice, cost)
+    carried = " with their text (pages are not fetched)" if row.carries_text else ""
+    return Check("search", provider, OK,
+                 f"{len(hits)} result(s){carried} in {time.monotonic() - began:.1f}s{notice}", cost)
+
+
+def _setting(cfg: PipelineConfig, path: str) -> object:
+    node: object = cfg
+    for part in path.split("."):
+        node = getattr(node, part, None)
+    return node
 
 
 def _corpus(role: str, cfg: PipelineConfig, data_root: Path) -> Check:
@@ -176,8 +230,9 @@ def _fetch(cfg: PipelineConfig, guards, env, data_root: Path, http_url: str) -> 
         return _corpus("fetch", cfg, data_root)
     if fetcher == "scrapingdog" and cfg.backends.search == "scrapingdog":
         return Check("fetch", fetcher, OK, "the same key as search (checked there)", "billed in Scrapingdog credits")
-    missing = _missing_keys(("scrapingdog_api_key",), env) if fetcher == "scrapingdog" else []
-    cost = "billed in Scrapingdog credits" if fetcher == "scrapingdog" else "free (your own connection)"
+    row = registry.backend("fetch", fetcher)
+    missing = _missing_keys(tuple(k.name for k in row.keys), env)
+    cost = row.cost
     if missing:
         return Check("fetch", fetcher, MISSING, f"set {', '.join(missing)}", cost)
     result = factory.build_fetcher(cfg, guards=guards, env=env, allow_loopback=cfg.fetch.allow_loopback).fetch(http_url)
@@ -219,6 +274,8 @@ def profile_gaps(spec: str, cfg: PipelineConfig, env: Mapping[str, str] | None =
             if model.startswith("gemini-"):
                 gaps.append(f"the server's model name for the {role} role (models.{role} is still {model}): "
                             f"--profile {name}:MODEL@URL")
+    row = registry.backend("search", cfg.backends.search)
+    gaps += [f"{path}: {row.summary}" for path in row.settings if not _setting(cfg, path)]
     for secret in required_secrets(cfg):
         if optional_secret(secret, env) is None:
             gaps.append(f"{' or '.join(SECRETS[secret].env)}: {SECRETS[secret].purpose}")

@@ -9,14 +9,18 @@ once, before a run starts. The offline and local backends are built by the runti
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.config import PipelineConfig
+from hifirag_core.backends import registry
+from hifirag_core.backends.registry import Backend
+from hifirag_core.config import ConfigError, PipelineConfig, search_providers
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
 from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
@@ -33,6 +37,7 @@ from hifirag_core.types import ChatModel, Fetcher, SearchBackend
 from hifirag_core.web.reddit import RedditSource
 
 Role = Literal["filter", "writer"]
+logger = logging.getLogger(__name__)
 
 
 def build_guards(cfg: PipelineConfig, *, budget: Budget | None = None, clock: Clock = time.monotonic,
@@ -61,17 +66,19 @@ def required_secrets(cfg: PipelineConfig) -> list[str]:
             needed.append("gemini_api_key")
         elif backend == "openai" and not cfg.models.openai_api_key_optional:
             needed.append("openai_api_key")
-    if cfg.backends.search == "google":
-        needed += ["google_cse_key", "google_cse_id"]
-    if cfg.backends.search == "scrapingdog" or cfg.backends.fetch == "scrapingdog":
-        needed.append("scrapingdog_api_key")
+    rows = [registry.backend("search", p) for p in search_providers(cfg)] + [registry.backend("fetch", cfg.backends.fetch)]
+    for row in rows:
+        needed += [k.name for k in row.keys]
     if cfg.backends.reddit == "praw":
         needed += ["reddit_client_id", "reddit_client_secret"]
     return list(dict.fromkeys(needed))
 
 
-def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> None:
-    """Raise ``MissingSecretError`` listing every variable the configuration needs but lacks."""
+def check_secrets(cfg: PipelineConfig, env: Mapping[str, str] | None = None, *, today: date | None = None) -> None:
+    """Raise ``MissingSecretError`` listing every variable the configuration needs but lacks (and a
+    ``ConfigError`` for a search service that has ended); warn about one that is closing."""
+    for notice in search_notices(cfg, today=today):
+        logger.warning(notice)
     missing = [SECRETS[n] for n in required_secrets(cfg) if optional_secret(n, env) is None]
     if missing:
         lines = "; ".join(f"{' or '.join(s.env)} ({s.purpose})" for s in missing)
@@ -148,52 +155,47 @@ def _prompts(cfg: PipelineConfig) -> PromptSet:
     return PromptSet.load(Path(cfg.prompts.dir) if cfg.prompts.dir else None, names)
 
 
-def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,
-                         env: Mapping[str, str] | None = None) -> SearchBackend:
-    """``google`` (Programmable Search) or ``scrapingdog`` per ``backends.search``."""
+def search_row(name: str, *, today: date | None = None) -> Backend:
+    """The search backend's row; choosing one whose service has ended is a ``ConfigError`` naming the
+    alternatives (``today`` is injectable for tests)."""
+    row = registry.backend("search", name)
+    gone = registry.sunset_error(row, today or date.today())
+    if gone:
+        raise ConfigError(gone)
+    return row
+
+
+def search_notices(cfg: PipelineConfig, *, today: date | None = None) -> list[str]:
+    """What a run should say at its start about its search providers (a service closing soon)."""
+    rows = [search_row(name, today=today) for name in search_providers(cfg)]
+    return [f"search provider {row.name}: {row.notice}" for row in rows if row.notice]
+
+
+def build_search_provider(name: str, cfg: PipelineConfig, *, guards: RunGuards | None = None,
+                          env: Mapping[str, str] | None = None, today: date | None = None) -> SearchBackend:
+    """The search provider ``name`` (a row of the backends table), built from the config."""
     install_log_redaction()
-    guards = guards or build_guards(cfg)
-    timeout = cfg.limits.search_timeout_s
-    if cfg.backends.search == "google":
-        from hifirag_core.backends.google_search import GoogleSearchBackend
+    row = search_row(name, today=today)
+    return row.load()(cfg, guards or build_guards(cfg), env)
 
-        return GoogleSearchBackend(api_key=get_secret("google_cse_key", env), engine_id=get_secret("google_cse_id", env),
-                                   guard=guards.guard("google"), timeout_s=timeout,
-                                   base_url=cfg.backends.google_search_base_url,
-                                   call_cost_usd=guards.call_cost("google"))
-    if cfg.backends.search == "scrapingdog":
-        from hifirag_core.backends.scrapingdog import ScrapingdogSearchBackend
 
-        return ScrapingdogSearchBackend(api_key=get_secret("scrapingdog_api_key", env),
-                                        guard=guards.guard("scrapingdog"), timeout_s=timeout,
-                                        base_url=cfg.backends.scrapingdog_base_url,
-                                        call_cost_usd=guards.call_cost("scrapingdog"))
-    raise ValueError(f"backends.search={cfg.backends.search!r} is not a real search backend (google or scrapingdog)")
+def build_search_backend(cfg: PipelineConfig, *, guards: RunGuards | None = None,
+                         env: Mapping[str, str] | None = None, today: date | None = None,
+                         provider: str | None = None) -> SearchBackend:
+    """``provider``, else the provider of ``backends.search`` (any row of the backends table but those
+    the runtime builds: ``local`` and ``folder``)."""
+    return build_search_provider(provider or cfg.backends.search, cfg, guards=guards, env=env, today=today)
 
 
 def build_fetcher(cfg: PipelineConfig, *, guards: RunGuards | None = None, env: Mapping[str, str] | None = None,
                   allow_loopback: bool = False) -> Fetcher:
-    """``scrapingdog`` (scrape API) or ``http`` (direct, SSRF-guarded) per ``backends.fetch``.
+    """The fetcher of ``backends.fetch``: ``scrapingdog`` (scrape API) or ``http`` (direct, SSRF-guarded).
 
     ``allow_loopback`` lets the direct fetcher reach 127.0.0.1 (tests and local benchmarks only).
     """
     install_log_redaction()
-    guards = guards or build_guards(cfg)
-    if cfg.backends.fetch == "scrapingdog":
-        from hifirag_core.backends.scrapingdog import ScrapingdogFetcher
-
-        return ScrapingdogFetcher(api_key=get_secret("scrapingdog_api_key", env), guard=guards.guard("scrapingdog"),
-                                  timeout_s=cfg.limits.scrape_timeout_s, max_bytes=cfg.fetch.max_bytes,
-                                  base_url=cfg.backends.scrapingdog_base_url,
-                                  call_cost_usd=guards.call_cost("scrapingdog"))
-    if cfg.backends.fetch == "http":
-        from hifirag_core.backends.http_fetch import HttpFetcher
-
-        return HttpFetcher(user_agent=cfg.fetch.user_agent, timeout_s=cfg.fetch.timeout_s,
-                           max_bytes=cfg.fetch.max_bytes, max_redirects=cfg.fetch.max_redirects,
-                           politeness_delay_s=cfg.fetch.politeness_delay_s, guard=guards.guard("http"),
-                           allow_loopback=allow_loopback)
-    raise ValueError(f"backends.fetch={cfg.backends.fetch!r} is not a real fetcher (scrapingdog or http)")
+    row = registry.backend("fetch", cfg.backends.fetch)
+    return row.load()(cfg, guards or build_guards(cfg), env, allow_loopback=allow_loopback)
 
 
 def build_reddit_source(cfg: PipelineConfig, *, guards: RunGuards | None = None,

@@ -30,7 +30,7 @@ import httpx
 from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.errors import PermanentError, TransientError
 from hifirag_core.limits import ProviderGuard
-from hifirag_core.secrets import Secret, redact
+from hifirag_core.secrets import Secret, get_secret, redact
 from hifirag_core.steering import EARLIEST_DAY, SiteRule
 from hifirag_core.types import SearchHit, SearchSteer
 
@@ -102,6 +102,13 @@ class GoogleSearchBackend:
                 break  # the engine has no more results
             start += size
         return hits[:wanted]
+
+
+def build(cfg, guards, env) -> GoogleSearchBackend:
+    """The backend of the ``google`` row (hifirag_core.backends.registry)."""
+    return GoogleSearchBackend(api_key=get_secret("google_cse_key", env), engine_id=get_secret("google_cse_id", env),
+                               guard=guards.guard("google"), timeout_s=cfg.limits.search_timeout_s,
+                               base_url=cfg.backends.google_search_base_url, call_cost_usd=guards.call_cost("google"))
 
 
 def site_terms(rules: tuple[SiteRule, ...], *, exclude: bool) -> str:

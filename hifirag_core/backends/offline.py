@@ -47,6 +47,7 @@ from hifirag_core.types import (
     ChatTurn,
     Conversation,
     Decision,
+    Fetcher,
     FetchResult,
     FewShotExample,
     PageOverview,
@@ -128,6 +129,41 @@ class LocalFetcher:
             content_type="text/html; charset=utf-8", body=self.blobs.get(page.sha256), kind="html",
             published=published.isoformat() if published else None,
         )
+
+
+class FolderSearch(LocalSearch):
+    """The user's own folder of files (``corpus/folder.py``) as a search provider."""
+
+    provider = "folder"
+
+    def __init__(self, index: CorpusIndex):
+        super().__init__(index)
+        self.identity = f"folder:{index.identity}"
+
+
+class FolderFetcher(LocalFetcher):
+    """The user's own files, by their ``folder://`` URL."""
+
+    name = "folder"
+
+    def __init__(self, index: CorpusIndex, blobs: BlobStore):
+        super().__init__(index, blobs)
+        self.identity = f"folder:{index.identity}"
+
+
+class RoutedFetcher:
+    """The run's fetcher, with the URLs of a scheme (``folder://``) served by their own fetcher."""
+
+    def __init__(self, default: Fetcher, routes: dict[str, Fetcher]):
+        self.default = default
+        self.routes = routes
+        self.name = default.name
+        self.identity = "|".join([getattr(default, "identity", default.name),
+                                  *(f"{scheme}={getattr(f, 'identity', f.name)}" for scheme, f in routes.items())])
+
+    def fetch(self, url: str) -> FetchResult:
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        return self.routes.get(scheme, self.default).fetch(url)
 
 
 def search_queries(question: str, max_queries: int) -> list[str]:

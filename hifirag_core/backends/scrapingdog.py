@@ -30,7 +30,7 @@ from hifirag_core.backends.http_common import error_for_status, transport_error
 from hifirag_core.backends.http_fetch import classify_body, declared_charset, fetch_status_for_error
 from hifirag_core.errors import BackendError, PermanentError, TransientError, error_status
 from hifirag_core.limits import ProviderGuard
-from hifirag_core.secrets import Secret, redact
+from hifirag_core.secrets import Secret, get_secret, redact
 from hifirag_core.types import FetchResult, SearchHit, SearchSteer
 
 _SCRAPINGDOG_RETRYABLE = frozenset({408, 410, 429})
@@ -94,6 +94,20 @@ class ScrapingdogSearchBackend:
                 hits.append(SearchHit(title=str(r.get("title") or ""), url=link,
                                       snippet=str(r.get("snippet") or "").replace("\n", " ").strip()))
         return hits[:num]
+
+
+def build_search(cfg, guards, env) -> ScrapingdogSearchBackend:
+    """The backend of the ``scrapingdog`` search row (hifirag_core.backends.registry)."""
+    return ScrapingdogSearchBackend(api_key=get_secret("scrapingdog_api_key", env), guard=guards.guard("scrapingdog"),
+                                    timeout_s=cfg.limits.search_timeout_s, base_url=cfg.backends.scrapingdog_base_url,
+                                    call_cost_usd=guards.call_cost("scrapingdog"))
+
+
+def build_fetcher(cfg, guards, env, *, allow_loopback: bool = False) -> ScrapingdogFetcher:
+    """The fetcher of the ``scrapingdog`` fetch row."""
+    return ScrapingdogFetcher(api_key=get_secret("scrapingdog_api_key", env), guard=guards.guard("scrapingdog"),
+                              timeout_s=cfg.limits.scrape_timeout_s, max_bytes=cfg.fetch.max_bytes,
+                              base_url=cfg.backends.scrapingdog_base_url, call_cost_usd=guards.call_cost("scrapingdog"))
 
 
 def _us_day(day: date) -> str:

@@ -8,7 +8,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hifirag_core.config import PipelineConfig
+from hifirag_core.config import PipelineConfig, search_providers
+from hifirag_core.corpus.folder import folder_corpus
 from hifirag_core.corpus.sources import (
     SITES,
     SourcePage,
@@ -90,7 +91,9 @@ def ensure_corpus(cfg: PipelineConfig, data_root: Path, log: Callable[[str], Non
 
     Another corpus (``corpus.name``) that is missing or stale is an error that says how to build it.
     """
-    if "local" not in (cfg.backends.search, cfg.backends.fetch):
+    if "folder" in search_providers(cfg):  # the user's own files: built, or rebuilt when they changed
+        folder_corpus(data_root, cfg.search.folder or "", cfg.search.folder_host, cfg.sectioning)
+    if "local" not in (*search_providers(cfg), cfg.backends.fetch):
         return
     corpus = corpus_at(data_root, cfg.corpus.name)
     if corpus.is_current():

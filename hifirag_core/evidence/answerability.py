@@ -11,7 +11,9 @@ signals it reads):
 * **coverage**: the largest share of the question's content words that one kept section contains
   (retrieval: did search find a page about this at all);
 * **part_coverage** and **part_sentence**: the same two for the question's weakest part
-  (``sufficiency.question_parts``), so that a question in two parts is not answered by half its evidence.
+  (``sufficiency.question_parts``), so that a question in two parts is not answered by half its evidence;
+* **window**, **answer_type** and **contradiction**: whether one window of the kept text reads like the
+  answer, not only like the topic (``hifirag_core.evidence.answer_reading``).
 
 With an LLM writer, the decision is the writer's own: the draft prompt asks it to end its reply with
 a structured line (``prompts/answerability.txt``), which :func:`parse_answerability` reads tolerantly
@@ -34,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 
+from hifirag_core.evidence.answer_reading import answer_signals
 from hifirag_core.evidence.sufficiency import question_parts
 from hifirag_core.retrieval.scoring import tokenize
 from hifirag_core.text import is_block, prose_units, question_keywords
@@ -61,13 +64,17 @@ class Calibration:
     note: str
     part_coverage: float = 0.0
     part_sentence: float = 0.0
+    window: float = 0.0
+    answer_type: float = 0.0
+    contradiction: float = 0.0
 
     def probability(self, signals: EvidenceSignals) -> float:
         z = self.intercept + sum(getattr(self, name) * getattr(signals, name) for name in SIGNALS)
         return 1.0 / (1.0 + math.exp(-z))
 
 
-SIGNALS = ("section", "sentence", "coverage", "part_coverage", "part_sentence")
+SIGNALS = ("section", "sentence", "coverage", "part_coverage", "part_sentence", "window", "answer_type",
+           "contradiction")
 
 
 @dataclass(frozen=True)
@@ -78,10 +85,16 @@ class EvidenceSignals:
     # the question's weakest part (``sufficiency.question_parts``): its keyword coverage and best sentence
     part_coverage: float = 0.0
     part_sentence: float = 0.0
+    # one window of the kept text read for the answer (``answer_reading``); rows stored before issue 41 lack them
+    window: float = 0.0
+    answer_type: float = 1.0
+    contradiction: float = 0.0
 
     def describe(self) -> str:
         return (f"section {self.section:.2f}, sentence {self.sentence:.2f}, coverage {self.coverage:.2f}, "
-                f"weakest part: coverage {self.part_coverage:.2f}, sentence {self.part_sentence:.2f}")
+                f"weakest part: coverage {self.part_coverage:.2f}, sentence {self.part_sentence:.2f}; "
+                f"one window: keywords {self.window:.2f}, answer type {self.answer_type:.0f}, "
+                f"contradiction {self.contradiction:.0f}")
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,7 @@ def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Si
     all is not an answer, whatever the whole question's coverage says."""
     sections = [section for source in sources for section in source.sections]
     if not sections:
-        return EvidenceSignals(0.0, 0.0, 0.0)
+        return EvidenceSignals(0.0, 0.0, 0.0, answer_type=answer_signals(question, []).answer_type)
     leads = [f"{' > '.join(s.heading_path) or '(untitled)'}: {s.text[:LEAD_CHARS]}" for s in sections]
     sentences = list(dict.fromkeys(part for s in sections for unit in prose_units(s.text)[:SENTENCES_PER_SECTION]
                                    for part in unit if not is_block(part)))
@@ -139,6 +152,7 @@ def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Si
     sentence_sim = float(np.max(similarity(question, sentences))) if sentences else 0.0
     found = [set(tokenize([" ".join(s.heading_path) + "\n" + s.text])[0]) for s in sections]
     coverage = _coverage(question_terms(question), found)
+    read = answer_signals(question, sections)
     parts = question_parts(question)
     if len(parts) > 1:
         part_coverage = min(_coverage(question_terms(p), found) for p in parts)
@@ -146,7 +160,8 @@ def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Si
     else:
         part_coverage, part_sentence = coverage, sentence_sim
     return EvidenceSignals(round(section_sim, 4), round(sentence_sim, 4), round(coverage, 4),
-                           round(part_coverage, 4), round(part_sentence, 4))
+                           round(part_coverage, 4), round(part_sentence, 4), read.window, read.answer_type,
+                           read.contradiction)
 
 
 def verdict_for(score: float, threshold: float, partial_below: float) -> Verdict:

@@ -21,6 +21,7 @@ from hifirag_core.records import PageRecord
 from hifirag_core.retrieval.embeddings import Embedder
 from hifirag_core.store.blobs import BlobStore
 from hifirag_core.store.page_cache import PageCache
+from hifirag_core.store.search_cache import SearchCache
 from hifirag_core.types import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.web.reddit import RedditSource
 
@@ -37,6 +38,18 @@ class StoredOutputs(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SearchProviders:
+    """Several search providers at once (``search.providers``); the search stage asks each and fuses their lists."""
+
+    members: tuple[SearchBackend, ...]
+    provider: str = "fused"
+
+    @property
+    def identity(self) -> list[str]:
+        return [getattr(m, "identity", m.provider) for m in self.members]
+
+
 @dataclass
 class Runtime:
     cfg: PipelineConfig
@@ -45,7 +58,7 @@ class Runtime:
     embedder: Embedder
     filter_model: FilterModel
     writer_model: WriterModel
-    search: SearchBackend
+    search: SearchBackend | SearchProviders  # one provider, or several the search stage fuses
     fetcher: Fetcher
     reddit: RedditSource | None
     examples: ExampleSet
@@ -56,3 +69,5 @@ class Runtime:
     reuse: StoredOutputs | None = None  # stored outputs this run takes instead of computing
     # pages' sections and rankings computed while the fetch stage ran (``limits.overlap``)
     early: EarlyWork = field(default_factory=EarlyWork)
+    # each live provider's answers by its own inputs, when the run searches several (``search.providers``)
+    search_cache: SearchCache | None = None

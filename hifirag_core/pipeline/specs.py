@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from hifirag_core.config import LOCAL_PROVIDERS, search_providers
 from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
@@ -409,7 +410,8 @@ def _live_age(kind: Literal["search", "fetch"]) -> Callable[[PipelineConfig], fl
 
     def hours(cfg: PipelineConfig) -> float | None:
         if kind == "search":
-            return cfg.search.max_age_hours if cfg.backends.search != "local" else None
+            live = any(p not in LOCAL_PROVIDERS for p in search_providers(cfg))
+            return cfg.search.max_age_hours if live else None
         return cfg.fetch.max_age_hours if cfg.backends.fetch != "local" else None
 
     return hours
@@ -549,8 +551,8 @@ def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: Tr
     """Every (stage, round) of one question, in order, as the trail grows (consume it one step at a time).
 
     The first pass runs the pipeline's stages (the research stages only in a variant that looks again).
-    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``)
-    and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
+    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``,
+    or the question's own ``depth`` when lower) and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
     whose plan has no new search ends the looking.
     """
     assert trail.rt is not None, "a trail without a runtime cannot run a stage"
@@ -560,7 +562,13 @@ def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: Tr
             continue
         yield spec, 0
         if spec is SPECS["sufficiency"]:
-            yield from _follow_up_rounds(trail, research.max_rounds, may_look_again)
+            yield from _follow_up_rounds(trail, question_depth(trail.question, research.max_rounds), may_look_again)
+
+
+def question_depth(question: Question, max_rounds: int) -> int:
+    """The follow-up rounds a question may run: its own ``depth`` (a service request's) under the config's."""
+    depth = question.meta.get("depth")
+    return min(max_rounds, depth) if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else max_rounds
 
 
 def _follow_up_rounds(trail: Trail, max_rounds: int, may_look_again: Callable[[], bool]
@@ -602,6 +610,7 @@ class QuestionResult:
     outputs: list[StageOutput] = field(default_factory=list)
     ledger: list[Any] = field(default_factory=list)  # StageRunRecord per output, same order
     seconds: float = 0.0
+    disk_full: str | None = None  # the question stopped: a stage's result found the disk full (DiskFullError)
 
     @property
     def cached(self) -> list[bool]:

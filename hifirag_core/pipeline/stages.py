@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from hifirag_core.config import GenerationConfig, caps_apply
+from hifirag_core.corpus.folder import is_folder_url
 from hifirag_core.corpus.store import normalize_url
 from hifirag_core.cpu import in_context
 from hifirag_core.credibility.rerank import score_with_prior
@@ -44,10 +45,11 @@ from hifirag_core.evidence.attribution import (
     render_citations,
     strip_markers,
 )
+from hifirag_core.pipeline import providers
 from hifirag_core.pipeline.context import ContextLimit, context_limit
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import PagePipeline
-from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.runtime import Runtime, SearchProviders
 from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -70,6 +72,7 @@ from hifirag_core.records import (
 from hifirag_core.retrieval.scoring import bm25_scores, keep_relative
 from hifirag_core.sectioning import parse_sections
 from hifirag_core.sectioning.pdf import parse_pdf_sections
+from hifirag_core.sectioning.plain import parse_text_sections
 from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.text import section_preview, split_sentences, word_count
 from hifirag_core.types import (
@@ -80,6 +83,7 @@ from hifirag_core.types import (
     Decision,
     FetchResult,
     PageOverview,
+    SearchBackend,
     SearchHit,
     SearchSteer,
     SectionPreview,
@@ -157,6 +161,8 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
     records: list[Record] = []
     errors: list[BackendError] = []
     steering = search_steer(question, rt)
+    if isinstance(rt.search, SearchProviders):
+        return _search_fused(queries, rt.search, steering, rt)
 
     def one(query: str) -> list[SearchHit] | BackendError:
         try:
@@ -185,6 +191,30 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
         raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
     status = (error_status(errors[0]) if errors and len(errors) == len(queries) else OK)
     return StageOutput(records=records, status=status, error=records[0].error if status != OK else None)
+
+
+def _search_fused(queries: list[str], several: SearchProviders, steering: SearchSteer, rt: Runtime) -> StageOutput:
+    """Every query to every provider, each query's lists fused (``pipeline/providers.py``)."""
+    cfg = rt.cfg.search
+    max_age = cfg.max_age_hours
+
+    def call(provider: SearchBackend, query: str) -> providers.Answer:
+        return providers.ask(provider, query, cfg.results_per_query, steering, rt.search_cache, max_age)
+
+    answers = providers.ask_all(several.members, queries, call, PAGE_PARALLELISM if rt.cfg.limits.overlap else 1)
+    records: list[Record] = []
+    errors: list[BackendError] = []
+    for qi, (query, per_provider) in enumerate(zip(queries, answers, strict=True)):
+        rows, failed = providers.fused_rows(query, qi, several.members, per_provider, cfg.rrf_k,
+                                            cfg.results_per_query)
+        records += rows
+        errors += failed
+    asked = len(queries) * len(several.members)
+    if errors and len(errors) == asked and all(isinstance(e, TransientError) for e in errors):
+        raise errors[0]  # nothing came back and a later attempt may: let the orchestrator retry
+    if errors and len(errors) == asked:
+        return StageOutput(records=records, status=error_status(errors[0]), error=records[0].error)
+    return StageOutput(records=records)
 
 
 def search_steer(question: Question, rt: Runtime) -> SearchSteer:
@@ -309,7 +339,7 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
         reused, source = None, None
         if rt.evidence_pages is not None and decision.url in rt.evidence_pages:
             reused, source = rt.evidence_pages[decision.url], f"evidence:{rt.evidence_run}"
-        elif rt.page_cache is not None:
+        elif rt.page_cache is not None and not is_folder_url(decision.url):  # a file is read as it is now
             reused, source = rt.page_cache.get(decision.url, rt.cfg.fetch.max_age_hours), "page-cache"
         if reused is not None:
             page = replace(reused, run_id="", question_id="", order=order, title=decision.title, reused_from=source)
@@ -328,12 +358,13 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
             http_status=result.http_status, content_type=result.content_type,
             n_bytes=len(result.body) if result.body is not None else None, title=decision.title,
             fetched_at=utcnow(), status=result.status, error=result.error,
+            text_source=result.text_source or "fetched",
         )
         page = _screened(page, result.body if result.status == "ok" else None)
         if page.ok and result.body is not None:
             page.content_sha256 = rt.blobs.put(result.body)
             page = _dated(page, rt, body=result.body, published=result.published, last_modified=result.last_modified)
-        if rt.page_cache is not None:
+        if rt.page_cache is not None and not is_folder_url(decision.url):
             rt.page_cache.put(page)  # as fetched: whether steering keeps it depends on the question
         return _steered(page, rules, window)
 
@@ -444,6 +475,9 @@ def page_sections(page: PageRecord, rt: Runtime) -> list[SectionRecord]:
         parsed = thread_sections(select_tree(thread_from_json(body), rt.cfg.reddit), rt.cfg.reddit)
     elif page.kind == "pdf":
         parsed = parse_pdf_sections(body, page.final_url or page.url, config=rt.cfg.sectioning)
+    elif page.kind == "text":  # a document a search provider sent as plain text
+        parsed = parse_text_sections(body.decode("utf-8", "replace"), page.url, title=page.title,
+                                     config=rt.cfg.sectioning)
     else:
         parsed = parse_sections(body, page.final_url or page.url, encoding=_charset(page.content_type),
                                 config=rt.cfg.sectioning)

@@ -23,17 +23,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hifirag_core.backends import factory
-from hifirag_core.backends.offline import LocalFetcher, LocalSearch, OfflineFilterModel, OfflineWriterModel
-from hifirag_core.config import uses_real_backends
-from hifirag_core.corpus.store import Corpus, open_corpus
+from hifirag_core.backends.carried import with_carried_text
+from hifirag_core.backends.offline import (
+    FolderFetcher,
+    FolderSearch,
+    LocalFetcher,
+    LocalSearch,
+    OfflineFilterModel,
+    OfflineWriterModel,
+    RoutedFetcher,
+)
+from hifirag_core.config import PipelineConfig, search_providers, uses_real_backends
+from hifirag_core.corpus.folder import FOLDER_SCHEME, folder_corpus
+from hifirag_core.corpus.store import Corpus, CorpusIndex, open_corpus
 from hifirag_core.evidence.attribution import citation_support
 from hifirag_core.limits import Ledger
 from hifirag_core.pipeline.plan import RunContext
 from hifirag_core.pipeline.reuse import RunReuse, StoredRun
-from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.runtime import Runtime, SearchProviders
 from hifirag_core.retrieval.embeddings import Embedder
 from hifirag_core.store.blobs import blob_store
 from hifirag_core.store.page_cache import PageCache
+from hifirag_core.store.search_cache import SearchCache
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.types import Fetcher, FilterModel, SearchBackend, WriterModel
 from hifirag_core.web.reddit import RecordedRedditSource
@@ -62,6 +73,14 @@ def shared_corpus(data_root: Path, name: str) -> Corpus:
         return _CORPORA.setdefault(key, corpus)
 
 
+def shared_folder(data_root: Path, cfg: PipelineConfig) -> CorpusIndex:
+    """This process's index of the user's folder (``search.folder``), built or rebuilt when its files changed."""
+    built = folder_corpus(data_root, cfg.search.folder or "", cfg.search.folder_host, cfg.sectioning)
+    key = (str(Path(data_root)), built.root.name, built.fingerprint)
+    with _LOCK:
+        return _CORPORA.setdefault(key, built).index()
+
+
 def runtime_for(ctx: RunContext, *, ledger: Callable[[RunContext], Ledger] | None = None) -> Runtime:
     """The live runtime for ``ctx`` in this process, built on first use.
 
@@ -86,7 +105,8 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
     data_root = Path(ctx.data_root)
     blobs = blob_store(data_root)
     embedder = shared_embedder(data_root)
-    needs_corpus = cfg.backends.search == "local" or cfg.backends.fetch == "local"
+    providers = search_providers(cfg)
+    needs_corpus = "local" in providers or cfg.backends.fetch == "local"
     index = shared_corpus(data_root, cfg.corpus.name).index(tuple(cfg.corpus.exclude)) if needs_corpus else None
     guards = factory.build_guards(cfg, ledger=ledger) if uses_real_backends(cfg) else None
 
@@ -103,21 +123,33 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
         OfflineWriterModel(embedder, cfg) if cfg.backends.writer_llm == "offline"
         else factory.build_writer_model(cfg, guards=guards)
     )
-    search: SearchBackend = (
-        LocalSearch(index) if index is not None and cfg.backends.search == "local"
-        else factory.build_search_backend(cfg, guards=guards)
-    )
+    folder = shared_folder(data_root, cfg) if "folder" in providers else None
+
+    def provider(name: str) -> SearchBackend:
+        if name == "local" and index is not None:
+            return LocalSearch(index)
+        if name == "folder" and folder is not None:
+            return FolderSearch(folder)
+        return factory.build_search_backend(cfg, guards=guards, provider=name)
+
+    search: SearchBackend = (provider(providers[0]) if len(providers) == 1
+                             else SearchProviders(tuple(provider(p) for p in providers)))
     fetcher: Fetcher = (
         LocalFetcher(index, blobs) if index is not None and cfg.backends.fetch == "local"
         else factory.build_fetcher(cfg, guards=guards, allow_loopback=cfg.fetch.allow_loopback)
     )
+    fetcher = with_carried_text(fetcher, search)  # documents a search provider sent are not fetched again
+    if folder is not None:  # the folder's files are read from the folder, whatever fetches the web
+        fetcher = RoutedFetcher(fetcher, {FOLDER_SCHEME: FolderFetcher(folder, blobs)})
     reddit = (factory.build_reddit_source(cfg, guards=guards) if cfg.backends.reddit == "praw"
               else RecordedRedditSource(data_root / "reddit"))
     page_cache = PageCache(data_root / "cache" / "pages.sqlite") if cfg.backends.fetch != "local" else None
+    search_cache = (SearchCache(data_root / "cache" / "searches.sqlite")
+                    if isinstance(search, SearchProviders) else None)
     warehouse = Warehouse(data_root)
     evidence = StoredRun(warehouse, ctx.evidence_from) if ctx.evidence_from else None
     reuse = RunReuse(spec=ctx.reuse, stored=StoredRun(warehouse, ctx.reuse.run_id) if ctx.reuse else None,
                      evidence=evidence)
     return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, reddit,
                    ctx.examples, guards, page_cache, ctx.evidence_from,
-                   evidence.pages_by_url() if evidence is not None else None, reuse)
+                   evidence.pages_by_url() if evidence is not None else None, reuse, search_cache=search_cache)

@@ -133,7 +133,16 @@ class SearchResultRecord(Record):
     title: str | None = None
     url: str | None = None
     snippet: str | None = None
-    provider: str = ""
+    provider: str = ""  # with several providers: the one whose title and snippet the row shows
+    # Several providers at once (``search.providers``): the row is one page of the query's fused list (``rank``
+    # its place there), found by each of ``providers`` at the rank of the same position in ``provider_ranks``;
+    # ``fusion_score`` is its reciprocal-rank score. None with one provider.
+    providers: list[str] | None = None
+    provider_ranks: list[int] | None = None
+    fusion_score: float | None = None
+    # Columns added after rows were cached: out of the stage cache's fingerprint while None, so a one-provider
+    # run keeps the cache keys it had before they existed.
+    KEYED_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"providers", "provider_ranks", "fusion_score"})
 
 
 @dataclass(kw_only=True)
@@ -161,7 +170,7 @@ class PageRecord(Record):
     order: int = 0  # the URL's order among kept URLs; becomes the source number
     final_url: str | None = None
     fetcher: str = ""
-    kind: str | None = None  # html | reddit | pdf | binary
+    kind: str | None = None  # html | reddit | pdf | text | binary
     http_status: int | None = None
     content_type: str | None = None
     content_sha256: str | None = None  # key into the content-addressed blob store
@@ -175,6 +184,9 @@ class PageRecord(Record):
     # it was read ("corpus", "json-ld:datePublished", "url:path", ...); NULL when the page gives none
     published: str | None = None
     date_source: str | None = None
+    # "fetched" (the fetcher read the URL) or "search_provider" (the search result carried the document's
+    # text, as MMU-RAGent's FineWeb and ClueWeb22 do; hifirag_core.backends.carried)
+    text_source: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -414,4 +426,6 @@ VOLATILE_FIELDS = frozenset({"run_id", "question_id", "round", "fetched_at", "st
 
 
 def content_row(record: Record) -> dict[str, Any]:
-    return {k: v for k, v in record.to_row().items() if k not in VOLATILE_FIELDS}
+    unset = getattr(record, "KEYED_WHEN_SET", frozenset())
+    return {k: v for k, v in record.to_row().items()
+            if k not in VOLATILE_FIELDS and not (k in unset and v is None)}

@@ -21,6 +21,7 @@ from hifirag_core.pipeline.steer import steering_conflicts
 from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages
+from hifirag_core.serving.rendering import rendered_stream
 from hifirag_core.serving.service import Service, Ticket, log
 
 
@@ -60,6 +61,9 @@ def _too_large(max_bytes: int) -> JSONResponse:
     return JSONResponse({"error": _too_large_text(max_bytes)}, status_code=413)
 
 
+DISK_RETRY_S = 60  # a full disk is freed by a person: ask again in a minute
+
+
 def _error(status: int, message: str, detail: list[str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, **({"detail": detail} if detail else {})}, status_code=status)
 
@@ -87,7 +91,8 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         raw = await request.body()
         try:
             limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
-            parsed = parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields})
+            parsed = parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields},
+                                   max_depth=service.max_depth)
         except BadRequest as exc:
             return _error(422, f"invalid request body: {exc}", detail=exc.problems)
         # with the service's own steering (--set steer.*), as `hifirag run` checks a question file's lines
@@ -101,6 +106,14 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         return JSONResponse({"error": f"the service is answering {service.gate.capacity} questions, its limit; "
                                       f"retry in about {wait} s", "retry_after_s": wait},
                             status_code=503, headers={"Retry-After": str(wait)})
+
+    def refused() -> JSONResponse | None:
+        """503 with the reason while the disk is full (the service takes no question it could not store)."""
+        reason = service.disk_problem()
+        if reason is None:
+            return None
+        return JSONResponse({"error": reason, "retry_after_s": DISK_RETRY_S}, status_code=503,
+                            headers={"Retry-After": str(DISK_RETRY_S)})
 
     @app.get("/health")
     async def health(request: Request) -> dict:
@@ -118,6 +131,8 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
         if ticket is None:
             return busy()
@@ -131,13 +146,17 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
+        if (no := refused()) is not None:
+            return no
         ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
         if ticket is None:
             return busy()
-        return StreamingResponse(service.stream(ticket), media_type=f"{MEDIA_TYPE}; charset=utf-8",
+        stream = rendered_stream(service.stream(ticket)) if parsed.render == "html" else service.stream(ticket)
+        return StreamingResponse(stream, media_type=f"{MEDIA_TYPE}; charset=utf-8",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ids(ticket)})
 
-    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None)
+    add_pages(app, service.warehouse, settings.data_root, TOKEN_ENV if access.token is not None else None,
+              max_depth=service.max_depth)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

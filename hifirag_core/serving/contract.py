@@ -18,7 +18,9 @@ What the organisers publish (AGI-LTI/MMU-RAGent-Preview ``pages/text-to-text.md`
 Ours, beyond the contract: both bodies take the optional steering fields ``sites``, ``exclude_sites``
 (lists of domains, or one comma-separated string), ``after``, ``before`` (``YYYY-MM-DD``), ``language``
 (``auto`` or a code) and ``length`` (``short``, ``standard``, ``long``), checked as a question file's
-(``hifirag_core.steering``); the required fields are the contract's, unchanged.
+(``hifirag_core.steering``), and ``depth``, the number of follow-up research rounds allowed (0 to the
+service's ``research.max_rounds``); the required fields are the contract's, unchanged. ``/run`` also takes
+``render: "html"``, which adds each message's Markdown rendered (``hifirag_core.serving.rendering``).
 
 Each message carries the whole state so far (every step, and the answer as far as it has been
 written) rather than a delta: the last message alone is the complete answer, as the contract asks,
@@ -32,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
@@ -54,6 +56,7 @@ CORE_FIELDS = ("intermediate_steps", "final_report", "is_intermediate", "complet
 # What a question without an answer gets where the format cannot mark an answer as missing (the static
 # submission file, /evaluate, the end of a /run stream with no evidence to answer from).
 NO_ANSWER_RESPONSE = "I could not find enough evidence to answer this question."
+MAX_DEPTH = 5  # the most follow-up rounds any configuration allows (``ResearchConfig.max_rounds``)
 
 
 class _Body(BaseModel):
@@ -93,6 +96,7 @@ class _Steered(_Body):
     before: str | None = None
     language: str | None = None
     length: str | None = None
+    depth: int | None = None  # follow-up research rounds allowed (a variant that looks again); None: the service's
 
     _sites = field_validator("sites", "exclude_sites", mode="before")(_steering_check(site_list))
     _days = field_validator("after", "before", mode="before")(
@@ -109,9 +113,16 @@ class _Steered(_Body):
             raise ValueError(str(exc)) from None
         return self
 
+    @field_validator("depth")
+    @classmethod
+    def _rounds(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_DEPTH:
+            raise ValueError(f"{value} follow-up rounds; send a whole number from 0 to {MAX_DEPTH}")
+        return value
+
     def steering(self) -> dict[str, Any]:
-        """The fields given, as ``Question.meta`` holds them."""
-        values = {name: getattr(self, name) for name in QUESTION_FIELDS if getattr(self, name) is not None}
+        """The fields given, as ``Question.meta`` holds them (``depth`` too: the rounds it allows)."""
+        values = {name: getattr(self, name) for name in (*QUESTION_FIELDS, "depth") if getattr(self, name) is not None}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
@@ -119,6 +130,7 @@ class RunRequest(_Steered):
     """``POST /run``."""
 
     question: str
+    render: Literal["html"] | None = None  # ours: each message also carries its Markdown as safe HTML
 
 
 class EvaluateRequest(_Steered):
@@ -146,8 +158,10 @@ class BadRequest(ValueError):
         self.problems = problems
 
 
-def parse_request(raw: bytes, model: type[Body], *, max_chars: dict[str, int] | None = None) -> Body:
-    """The body as ``model``, or ``BadRequest`` saying what is wrong with it and what to send instead."""
+def parse_request(raw: bytes, model: type[Body], *, max_chars: dict[str, int] | None = None,
+                  max_depth: int | None = None) -> Body:
+    """The body as ``model``, or ``BadRequest`` saying what is wrong with it and what to send instead.
+    ``max_depth``: the most follow-up rounds this service runs (0: it never looks again)."""
     example = json.dumps({name: "..." for name, info in model.model_fields.items() if info.is_required()})
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -166,6 +180,11 @@ def parse_request(raw: bytes, model: type[Body], *, max_chars: dict[str, int] | 
                 for name, limit in (max_chars or {}).items() if len(getattr(parsed, name)) > limit]
     if too_long:
         raise BadRequest(too_long)
+    depth = getattr(parsed, "depth", None)
+    if depth is not None and max_depth is not None and depth > max_depth:
+        raise BadRequest([f"depth: {depth} follow-up rounds asked, this service runs at most {max_depth}"
+                          + (" (its variant never looks again)" if max_depth == 0 else "")
+                          + f"; send 0 to {max_depth}, or leave depth out"])
     return parsed
 
 

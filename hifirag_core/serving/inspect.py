@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hifirag_core.steering import QUESTION_FIELDS
 from hifirag_core.store.queries import citation_ledger
 from hifirag_core.store.warehouse import QueryResult, Warehouse
 
@@ -76,12 +77,24 @@ class AnswerView:
     sentences: list[Sentence]
     cost_usd: float
     seconds: float | None
+    steering: dict[str, Any] = field(default_factory=dict)  # what the question asked for beyond the run's own
+
+
+def _steering(meta_json: str | None) -> dict[str, Any]:
+    """A question's own steering fields and depth, from ``questions.meta_json``."""
+    try:
+        meta = json.loads(meta_json or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    return {k: meta[k] for k in (*QUESTION_FIELDS, "depth") if meta.get(k) not in (None, [], "")}
 
 
 def answer_view(warehouse: Warehouse, run_id: str, question_id: str) -> AnswerView | None:
     """One question of a run as its inspection page shows it; None when the run has no such question."""
     found = _dicts(warehouse.query(
-        """SELECT q.query, a.status, a.text, coalesce(a.abstained, false) AS abstained, a.answerability,
+        """SELECT q.query, q.meta_json, a.status, a.text, coalesce(a.abstained, false) AS abstained, a.answerability,
                   a.answerability_score, a.answerability_reason, a.answerability_signals,
                   coalesce(a.see_also_urls, []) AS see_also_urls, coalesce(a.cited_urls, []) AS cited_urls,
                   (SELECT coalesce(sum(l.cost_usd) FILTER (WHERE NOT l.cache_hit), 0) FROM llm_calls l
@@ -118,7 +131,8 @@ def answer_view(warehouse: Warehouse, run_id: str, question_id: str) -> AnswerVi
     return AnswerView(run_id, question_id, row["query"], row["status"], row["text"], row["abstained"],
                       row["answerability"], row["answerability_score"], row["answerability_reason"],
                       signals if isinstance(signals, dict) else {"signals": signals}, see_also, list(row["cited_urls"]),
-                      [sentences[i] for i in sorted(sentences)], float(row["cost_usd"] or 0), row["seconds"])
+                      [sentences[i] for i in sorted(sentences)], float(row["cost_usd"] or 0), row["seconds"],
+                      _steering(row["meta_json"]))
 
 
 FUNNEL_STEPS = ("queries", "URLs found", "URLs kept", "pages fetched", "pages blocked", "sections kept",
@@ -137,7 +151,7 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
     """A run's questions (answerability, cost, time), its evidence funnel and its per-stage time and cost."""
     runs = _dicts(warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id]))
     questions = _dicts(warehouse.query(
-        """SELECT q.question_id, q.query, a.status, a.answerability, a.answerability_score,
+        """SELECT q.question_id, q.query, q.meta_json, a.status, a.answerability, a.answerability_score,
                   coalesce(a.abstained, false) AS abstained, len(coalesce(a.cited_urls, [])) AS cited,
                   (SELECT coalesce(sum(l.cost_usd) FILTER (WHERE NOT l.cache_hit), 0) FROM llm_calls l
                     WHERE l.run_id = q.run_id AND l.question_id = q.question_id) AS cost_usd,
@@ -149,6 +163,8 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
            WHERE q.run_id = ? ORDER BY q.line_no, q.question_id""", [run_id]))
     if not runs and not questions:
         return None
+    for q in questions:
+        q["steering"] = _steering(q.pop("meta_json"))
     (counts,) = warehouse.query(
         """SELECT (SELECT coalesce(sum(len(queries)), 0) FROM query_plans WHERE run_id = $1),
                   (SELECT count(DISTINCT (question_id, url)) FROM search_results WHERE run_id = $1 AND url IS NOT NULL),

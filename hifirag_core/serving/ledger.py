@@ -58,7 +58,7 @@ class ServiceRuns:
         self._plans: dict[str, RunPlan] = {}
         self._started: dict[str, datetime] = {}  # run id -> its started_at
         self._open: str | None = None  # the run written to now
-        self._added = 0  # questions since the last refresh
+        self._added = 0  # questions and answers since the last refresh
         self._uncompacted = 0  # questions since the last compaction
 
     def plan(self) -> RunPlan:
@@ -81,6 +81,11 @@ class ServiceRuns:
         with self._lock:
             self._added += 1
             self._uncompacted += 1
+
+    def answered(self) -> None:
+        """A question's rows (its answer among them) have landed: the next refresh counts them."""
+        with self._lock:
+            self._added += 1
 
     def record_served(self, plan: RunPlan, question_id: str, record: ServedRequestRecord) -> None:
         self.warehouse.write(ServedRequestRecord.TABLE, [record], run_id=plan.run_id, stage=record.stage,

@@ -2,7 +2,8 @@
 down to the stored page snapshot, inspect a run's funnel and costs. Server-rendered (Jinja2, autoescaped), with
 one static script for the stream and no front-end build.
 
-Hostile pages are expected: every page text is escaped by the templates; each response carries a
+Hostile pages are expected: every page text is escaped by the templates, and an answer's Markdown is rendered
+with raw HTML off and sanitised by an allow-list (``hifirag_core.serving.rendering``); each response carries a
 Content-Security-Policy that allows scripts only from this origin (so no inline script, no event attribute,
 no ``javascript:`` URL runs); a snapshot is served as plain text with a CSP sandbox, never as HTML, and only
 for a content hash some run fetched. Nothing here writes: runs and snapshots are read-only.
@@ -18,8 +19,11 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from hifirag_core.serving.inspect import SHA256, answer_view, funnel_svg_bars, recent_runs, run_view
+from hifirag_core.serving.rendering import LedgerSentence, render_answer, render_markdown
+from hifirag_core.steering import LENGTHS
 from hifirag_core.store.blobs import blob_store
 from hifirag_core.store.warehouse import Warehouse
 
@@ -40,9 +44,11 @@ def _environment() -> Environment:
     return env
 
 
-def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: str | None = None) -> None:
+def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: str | None = None, *,
+              max_depth: int = 0) -> None:
     """The pages at ``/``, ``/runs/...``, ``/snapshots/...`` and ``/signin``, and their static scripts and style.
-    ``token_env``: the variable holding the token the sign-in asks for (None: the service has no token)."""
+    ``token_env``: the variable holding the token the sign-in asks for (None: the service has no token);
+    ``max_depth``: the most follow-up rounds the Ask form offers (the service's)."""
     env = _environment()
     blobs = blob_store(data_root)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
@@ -56,7 +62,8 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: st
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def ask() -> HTMLResponse:
-        return page("ask.html", runs=await asyncio.to_thread(recent_runs, warehouse))
+        return page("ask.html", runs=await asyncio.to_thread(recent_runs, warehouse), max_depth=max_depth,
+                    lengths=LENGTHS)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     async def run(run_id: str) -> HTMLResponse:
@@ -71,7 +78,11 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: st
         if view is None:
             return missing(f"question {question_id} of run {run_id}")
         selected = next((x for x in view.sentences if x.index == s), None)
-        return page("answer.html", view=view, selected=selected)
+        rendered = render_answer(view.text, [LedgerSentence(x.index, x.text, tuple(x.markers)) for x in view.sentences],
+                                 selected.index if selected else None, {x.index for x in view.sentences if x.supports})
+        unplaced = [x for x in view.sentences if x.index in set(rendered.missing)]
+        return page("answer.html", view=view, selected=selected, rendered=Markup(rendered.html), unplaced=unplaced,
+                    text_html=Markup(render_markdown(view.text)))
 
     def stored(sha: str) -> tuple[bytes, dict] | None:
         if not SHA256.match(sha) or sha not in blobs:

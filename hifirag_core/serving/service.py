@@ -66,6 +66,7 @@ from hifirag_core.serving.settings import (
     service_examples,
     service_profile,
 )
+from hifirag_core.store.disk import free_mb, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 
 log = logging.getLogger("hifirag.service")
@@ -199,6 +200,7 @@ class Service:
         self.bookkeeping = ThreadPoolExecutor(1, thread_name_prefix="hifirag-ledger")  # writes off the event loop
         self.started = time.monotonic()
         self._refresher: asyncio.Task | None = None
+        self._disk_full = False  # a question's rows found the disk full: refuse until space is freed
 
     # --- life -----------------------------------------------------------------------------------------
 
@@ -232,6 +234,18 @@ class Service:
 
     # --- a request --------------------------------------------------------------------------------------
 
+    def disk_problem(self) -> str | None:
+        """Why no question is taken now (the data root's disk below ``limits.min_free_mb``, or full at the last
+        write), or None; /health still answers, and the reason goes to the client with 503."""
+        floor = self.cfg.limits.min_free_mb
+        free = free_mb(self.settings.data_root)
+        if self._disk_full and free >= max(floor, 1.0):
+            self._disk_full = False  # space was freed
+        if self._disk_full or free < floor:
+            return (f"the service's disk is full ({free:.1f} MB free at its data root, it needs {floor:g} MB): "
+                    "no question is taken until space is freed; retry later")
+        return None
+
     def admit(self, query: str, endpoint: str, iid: str | None = None, steering: dict | None = None) -> Ticket | None:
         """A ticket for the question, or None when every slot is taken. ``steering``: the request's own
         steering fields (checked by the contract), which the question carries as a file's would."""
@@ -255,7 +269,11 @@ class Service:
             with listening(ticket.writing):
                 result = self.answerer.answer(q, ticket.plan, ticket.stage_done)
         except Exception as exc:
-            log.exception("request %s: the pipeline failed", q.id)
+            if is_disk_full(exc):
+                self._disk_full = True
+                log.error("request %s: the pipeline stopped: %s", q.id, exc)
+            else:
+                log.exception("request %s: the pipeline failed", q.id)
             ticket.failed = True
             answer = spec(ANSWER_STAGE).failed(q, Trail(q), exc)
             result = QuestionResult(q, [*ticket.outputs.values(), answer],
@@ -264,13 +282,19 @@ class Service:
             ticket.outputs[ANSWER_STAGE] = answer
         try:
             write_result(self.warehouse, ticket.plan.run_id, result)
-        except Exception:
-            log.exception("request %s: its rows could not be written", q.id)
+            self.runs.answered()
+        except Exception as exc:
+            if is_disk_full(exc):  # one line, and later requests get 503 until space is freed
+                self._disk_full = True
+                log.error("request %s: its rows could not be written: %s", q.id, exc)
+            else:
+                log.exception("request %s: its rows could not be written", q.id)
             ticket.failed = True
         finally:
             self.gate.leave(ticket.token)
             ticket.pipeline_done()
             self._settle(ticket)
+            self.bookkeeping.submit(self._refresh)  # the runs table counts the answer as it lands
 
     def finish_response(self, ticket: Ticket, outcome: str, report: Report | None, *, first_event_s: float | None = None,
                         answer_s: float | None = None, events: int = 0, heartbeats: int = 0) -> None:
@@ -294,6 +318,12 @@ class Service:
         record.pipeline_seconds = ticket.pipeline_seconds
         record.stages, record.stages_from_cache = len(ledger), sum(1 for row in ledger if row.cached)
         self.bookkeeping.submit(self._record, ticket.plan, ticket.question.id, record)
+
+    def _refresh(self) -> None:
+        try:
+            self.runs.refresh()
+        except Exception:
+            log.exception("could not refresh the service run's counts")
 
     def _record(self, plan: RunPlan, qid: str, record: ServedRequestRecord) -> None:
         try:
@@ -384,6 +414,11 @@ class Service:
             report, outcome = partial_report(ticket.outputs), "deadline"
         self.finish_response(ticket, outcome, report)
         return redact(report.text or NO_ANSWER_RESPONSE) or NO_ANSWER_RESPONSE
+
+    @property
+    def max_depth(self) -> int:
+        """The most follow-up research rounds a request may ask for (``depth``): 0 unless the variant looks again."""
+        return self.cfg.research.max_rounds if self.cfg.research.enabled else 0
 
     def health(self) -> dict:
         plan = self.runs.plan()

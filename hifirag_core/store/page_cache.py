@@ -5,22 +5,19 @@ processes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from hifirag_core.records import PageRecord
+from hifirag_core.store.sqlite_cache import open_cache
 
 
 class PageCache:
     """URL -> the last successful fetch (content hash and headers), shared by runs and processes."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, fetched_at REAL, record TEXT)")
+        self._db = open_cache(path, "CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, fetched_at REAL, record TEXT)")
         self._lock = threading.Lock()
 
     def get(self, url: str, max_age_hours: float) -> PageRecord | None:
@@ -35,7 +32,7 @@ class PageCache:
         if not record.ok or not record.content_sha256:
             return
         keep = {k: getattr(record, k) for k in ("url", "final_url", "fetcher", "kind", "http_status",
-                                                "content_type", "content_sha256", "n_bytes", "title")}
+                                                "content_type", "content_sha256", "n_bytes", "title", "text_source")}
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO pages (url, fetched_at, record) VALUES (?, ?, ?)",
                              (record.url, time.time(), json.dumps(keep)))

@@ -10,6 +10,11 @@ Writes are idempotent: the file name is a function of (table, run, stage, questi
 is written to a temporary name and renamed into place, so writing the same key twice leaves one
 copy and a crash never leaves half a file where a query can see it. Writes and compaction of a
 partition hold its file lock, so two processes writing at once never lose or duplicate a row.
+
+A damaged file (cut short, overwritten: ``hifirag_core.store.integrity``) stops nothing: the views read the
+readable files, a query says which files it skipped (``QueryResult.skipped``, and ``Warehouse.skipped``
+over every query of the instance), and ``hifirag warehouse check --repair`` moves it aside and rebuilds
+its rows. Only a write into the damaged run's own partition refuses, and names that command.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from hifirag_core.hashing import text_hash
 from hifirag_core.records import Record, arrow_schema, to_table
 from hifirag_core.records.tables import TABLES
 from hifirag_core.resources import views_folder
+from hifirag_core.store.disk import disk_full, is_disk_full
+from hifirag_core.store.integrity import DamagedFile, footer_problem, located, mark_damaged, repair_command
 
 COMPACTED = "_compacted.parquet"
 T = TypeVar("T")
@@ -69,6 +76,12 @@ def check_run_id(run_id: str) -> str:
 class QueryResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    # damaged files of the tables the query read, left out: the rows are then not the whole answer
+    skipped: tuple[DamagedFile, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.skipped
 
 
 class Warehouse:
@@ -76,11 +89,19 @@ class Warehouse:
         self.root = Path(root)
         self.tables_dir = self.root / "tables"
         self.duckdb_path = self.root / "hifirag.duckdb"
+        # damaged files that a read of this instance left out, by path (what a command reports at its end)
+        self.skipped: dict[Path, DamagedFile] = {}
+        self.damage: dict[Path, DamagedFile] = {}  # every damaged file the checks have met
+        self.view_statements_cache: list[str] = []
 
     # --- writing ------------------------------------------------------------------------------
 
     def partition(self, table: str, run_id: str) -> Path:
         return self.tables_dir / table / f"run_id={check_run_id(run_id)}"
+
+    def key_path(self, table: str, run_id: str, stage: str | None, question_id: str, round: int = 0) -> Path:
+        """The file one key's rows are written to (until the run is compacted)."""
+        return self.partition(table, run_id) / self._key_file(stage, question_id, round)
 
     @staticmethod
     def _key_file(stage: str | None, question_id: str, round: int = 0) -> str:
@@ -141,7 +162,7 @@ class Warehouse:
             if not compacted.exists():
                 continue
             with self._lock(part):
-                merged = pq.read_table(compacted)
+                merged = self._read_own(compacted)
                 if "round" not in merged.column_names:
                     continue
                 stale = pc.and_(pc.equal(merged["question_id"], question_id),
@@ -153,9 +174,17 @@ class Warehouse:
 
     @staticmethod
     def _atomic_write(arrow: pa.Table, target: Path) -> None:
+        """Write to a hidden temporary name, then rename: a write cut short (a crash, a full disk) leaves
+        no file a query reads, and its temporary file is removed. Pages carry checksums (``--deep`` checks)."""
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        pq.write_table(arrow, tmp, compression="zstd")
-        os.replace(tmp, target)
+        try:
+            pq.write_table(arrow, tmp, compression="zstd", write_page_checksum=True)
+            os.replace(tmp, target)
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if is_disk_full(exc):
+                raise disk_full(target.parent, exc) from exc
+            raise
 
     @contextlib.contextmanager
     def _lock(self, part: Path) -> Iterator[None]:
@@ -168,7 +197,7 @@ class Warehouse:
 
     def _drop_from_compacted(self, compacted: Path, stage: str | None, question_id: str, round: int = 0) -> None:
         """Remove a key's rows from the compacted file before that key is written again."""
-        merged = pq.read_table(compacted)
+        merged = self._read_own(compacted)
         same = pc.equal(merged["question_id"], question_id)
         if stage is not None:
             same = pc.and_(pc.equal(merged["stage"], stage), same)
@@ -189,7 +218,7 @@ class Warehouse:
                 compacted = part / COMPACTED
                 if not compacted.exists():
                     continue
-                merged = pq.read_table(compacted)
+                merged = self._read_own(compacted)
                 per_question = part.parent.name in PER_QUESTION_TABLES
                 keys = merged.select(["question_id"] if per_question else ["stage", "question_id"])
                 rounds = ([0] * merged.num_rows if per_question or "round" not in merged.column_names
@@ -213,6 +242,20 @@ class Warehouse:
         return [p / f"run_id={run_id}" for p in sorted(self.tables_dir.iterdir())
                 if (p / f"run_id={run_id}").is_dir()]
 
+    def _read_own(self, path: Path) -> pa.Table:
+        """A file of the partition being written; damaged, it stops that write with the command that repairs it
+        (its rows would be lost by rewriting the file without them)."""
+        problem = footer_problem(path)
+        if problem is None:
+            try:
+                return pq.read_table(path)
+            except (OSError, pa.ArrowException) as exc:
+                problem = f"a page cannot be read ({str(exc).strip().splitlines()[0] if str(exc).strip() else exc})"
+                mark_damaged(path, problem)
+        bad = located(path, problem)
+        raise WarehouseError(f"{bad.path} (table {bad.table}, run {bad.run_id}) is damaged: {problem}; "
+                             f"run `{repair_command(bad.run_id)}`, then the same command again")
+
     def compact_run(self, run_id: str) -> int:
         """Merge each table's small files for a run into one; returns the files removed."""
         removed = 0
@@ -227,7 +270,7 @@ class Warehouse:
                 if not files:
                     continue
                 sources = files + ([part / COMPACTED] if (part / COMPACTED).exists() else [])
-                merged = pa.concat_tables([pq.read_table(p) for p in sources], promote_options="permissive")
+                merged = pa.concat_tables([self._read_own(p) for p in sources], promote_options="permissive")
                 self._atomic_write(merged, part / COMPACTED)
                 for p in files:
                     p.unlink()
@@ -245,7 +288,7 @@ class Warehouse:
             return []
         names = {f.name for f in dataclasses.fields(cls)}
         records = []
-        for path in files:
+        for path in self._readable(files):
             for row in pq.read_table(path).to_pylist():
                 records.append(cls(**{k: v for k, v in row.items() if k in names}, run_id=run_id))
         return records
@@ -253,9 +296,32 @@ class Warehouse:
     def _glob(self, table: str) -> str:
         return (self.tables_dir / table / "*" / "*.parquet").as_posix()
 
-    def _has_files(self, table: str) -> bool:
+    def _readable(self, files: Iterable[Path]) -> list[Path]:
+        """The files whose footer reads; the others are noted in ``damage`` (checks cached per file version)."""
+        readable = []
+        for path in files:
+            if problem := footer_problem(path):
+                self.damage[path] = located(path, problem)
+            else:
+                self.damage.pop(path, None)
+                readable.append(path)
+        return readable
+
+    def damaged_files(self, table: str | None = None) -> list[DamagedFile]:
+        """The damaged files the footer checks found so far (of ``table``, or of every table)."""
+        return [d for d in self.damage.values() if table is None or d.table == table]
+
+    def table_source(self, table: str) -> str | None:
+        """What a table's view reads: the glob of its files (always current) while every one reads, else the list
+        of those that read; None when it has none."""
         base = self.tables_dir / table
-        return base.exists() and any(base.glob("*/*.parquet"))
+        files = sorted(base.glob("*/*.parquet")) if base.exists() else []
+        readable = self._readable(files)
+        if not readable:
+            return None
+        if len(readable) == len(files):
+            return f"'{self._glob(table)}'"
+        return "[" + ", ".join("'" + p.as_posix().replace("'", "''") + "'" for p in readable) + "]"
 
     def view_statements(self) -> list[str]:
         """CREATE VIEW statements: one per stage table, then the SQL files in warehouse/views."""
@@ -264,13 +330,15 @@ class Warehouse:
         statements = []
         for table, cls in TABLES.items():
             cols = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in arrow_schema(cls))
-            if self._has_files(table):
-                statements.append(template.format(table=table, glob=self._glob(table), columns=cols))
+            source = self.table_source(table)
+            if source is not None:
+                statements.append(template.format(table=table, source=source, columns=cols))
             else:
                 statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} WHERE false;")
         for path in sorted((p for p in views.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name):
             if path.name != "00_tables.sql":
                 statements.append(path.read_text(encoding="utf-8"))
+        self.view_statements_cache = statements
         return statements
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -280,15 +348,45 @@ class Warehouse:
         return con
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
-        con = self.connect()
-        try:
-            cur = _while_compacting(lambda: con.execute(sql, params or []))
-            columns = [d[0] for d in cur.description] if cur.description else []
-            return QueryResult(columns, cur.fetchall())
-        except duckdb.Error as exc:
-            raise WarehouseError(str(exc).strip()) from None
-        finally:
-            con.close()
+        """Rows of ``sql`` over the views. A damaged file is left out, and named in the result's ``skipped``
+        when the query reads its table (directly or through a view); a file whose footer reads but whose pages
+        do not is found when the query meets it, and the query runs again without it."""
+        for _attempt in range(_DAMAGE_RETRIES):
+            try:
+                con = self.connect()
+            except duckdb.Error as exc:
+                if self._met_damage(exc):
+                    continue
+                raise WarehouseError(str(exc).strip()) from None
+            try:
+                cur = _while_compacting(lambda con=con: con.execute(sql, params or []))
+                columns = [d[0] for d in cur.description] if cur.description else []
+                rows = cur.fetchall()
+            except duckdb.Error as exc:
+                if self._met_damage(exc):
+                    continue
+                raise WarehouseError(str(exc).strip()) from None
+            finally:
+                con.close()
+            read = tables_read(sql, self.view_statements_cache)
+            skipped = tuple(d for d in self.damage.values() if d.table in read)
+            self.skipped.update((d.path, d) for d in skipped)
+            return QueryResult(columns, rows, skipped)
+        raise WarehouseError(f"gave up after finding {_DAMAGE_RETRIES} damaged files in one query; "
+                             "run `hifirag warehouse check --repair`")
+
+    def _met_damage(self, exc: duckdb.Error) -> bool:
+        """Whether DuckDB's error names a warehouse file that exists (so is damaged past its footer): it is
+        marked damaged, and left out of the views from now on."""
+        text = str(exc)
+        for match in re.finditer(re.escape(self.tables_dir.as_posix()) + r"/[^'\"\s]+?\.parquet", text):
+            path = Path(match.group(0))
+            if path.exists() and path not in self.damage:
+                reason = text.strip().splitlines()[0][:200]
+                mark_damaged(path, f"a page cannot be read ({reason})")
+                self.damage[path] = located(path, f"a page cannot be read ({reason})")
+                return True
+        return False
 
     def refresh_duckdb_file(self) -> Path:
         """Write ``hifirag.duckdb`` with the views, for DuckDB's CLI and other SQL tools.
@@ -305,6 +403,31 @@ class Warehouse:
             con.close()
         os.replace(tmp, self.duckdb_path)
         return self.duckdb_path
+
+
+_DAMAGE_RETRIES = 20
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+def tables_read(sql: str, statements: Sequence[str]) -> set[str]:
+    """The stage tables ``sql`` may read, directly or through the views (by the names it mentions: a name in a
+    string counts too, so a query is never reported complete when it may have read a damaged table)."""
+    uses: dict[str, set[str]] = {}
+    for statement in statements:
+        for match in _VIEW.finditer(statement):  # a file may define several views, each to the next
+            end = _VIEW.search(statement, match.end())
+            body = statement[match.end(): end.start() if end else len(statement)]
+            uses[match.group(1).lower()] = {w.lower() for w in _NAME.findall(body)}
+    seen: set[str] = set()
+    todo = [w.lower() for w in _NAME.findall(sql)]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in uses and name not in TABLES:
+            continue
+        seen.add(name)
+        todo += [w for w in uses.get(name, ()) if w != name]
+    return seen & set(TABLES)
 
 
 def _while_compacting(action: Callable[[], T], attempts: int = 6) -> T:

@@ -1,5 +1,8 @@
-// The ask view: POST the question to /run and show its stream as it arrives. Every piece of text from the
-// stream is set with textContent, never as HTML: page titles and answers may hold anything.
+// The ask view: POST the question (and its steering) to /run and show its stream as it arrives. The page asks
+// for the rendered stream ("render": "html"): each message also carries its steps and its answer as HTML that
+// the server rendered from Markdown with raw HTML off and sanitised with an allow-list
+// (hifirag_core/serving/rendering.py), the same renderer as the inspector's. Only that HTML is set as HTML;
+// every other text (errors, URLs) is set with textContent. The page's CSP would refuse to run anything anyway.
 "use strict";
 (function () {
   const SEPARATOR = "|||---|||";
@@ -11,6 +14,21 @@
   const answer = document.getElementById("answer");
   const citations = document.getElementById("citations");
   const inspect = document.getElementById("inspect");
+  const problems = document.getElementById("problems");
+  const LISTS = ["sites", "exclude_sites"];
+  const TEXTS = ["after", "before", "language", "length"];
+
+  // The steering fields filled in, as the API takes them (an empty field: the service's own setting).
+  function steering() {
+    const body = {};
+    for (const name of [...LISTS, ...TEXTS]) {
+      const value = document.getElementById(name).value.trim();
+      if (value) body[name] = value;  // sites: one comma-separated string, which the API splits
+    }
+    const depth = document.getElementById("depth").value.trim();
+    if (depth) body.depth = /^\d+$/.test(depth) ? Number(depth) : depth;  // the API says what is wrong
+    return body;
+  }
 
   function setStatus(text, kind) {
     status.textContent = text;
@@ -18,19 +36,23 @@
   }
 
   function show(message) {
-    const shown = (message.intermediate_steps || "").split(SEPARATOR).filter((s) => s.trim());
+    const shown = message.steps_html || [];
     while (steps.children.length > shown.length) steps.lastChild.remove();
-    shown.forEach((step, i) => {
-      const text = step.replace(/\*\*/g, "").trim();
+    shown.forEach((html, i) => {
       if (i < steps.children.length) {
-        if (steps.children[i].textContent !== text) steps.children[i].textContent = text;
+        if (steps.children[i].dataset.html !== html) {
+          steps.children[i].innerHTML = html;
+          steps.children[i].dataset.html = html;
+        }
       } else {
         const li = document.createElement("li");
-        li.textContent = text;
+        li.className = "markdown";
+        li.innerHTML = html;
+        li.dataset.html = html;
         steps.appendChild(li);
       }
     });
-    if (message.final_report) answer.textContent = message.final_report;
+    if (message.final_report) answer.innerHTML = message.final_report_html;
     if (message.complete) {
       citations.replaceChildren(...(message.citations || []).map((url) => {
         const li = document.createElement("li");
@@ -42,8 +64,9 @@
 
   async function ask(text) {
     steps.replaceChildren();
-    answer.textContent = "";
+    answer.replaceChildren();
     citations.replaceChildren();
+    problems.replaceChildren();
     inspect.classList.add("hidden");
     setStatus("Asking…", "asking");
     button.disabled = true;
@@ -51,12 +74,22 @@
       const response = await fetch("/run", {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ question: text }),
+        body: JSON.stringify({ question: text, render: "html", ...steering() }),
       });
       if (!response.ok || !response.body) {
         let why = response.statusText;
-        try { why = (await response.json()).error || why; } catch (e) { /* not JSON */ }
+        let detail = [];
+        try {
+          const body = await response.json();
+          why = body.error || why;
+          detail = body.detail || [];
+        } catch (e) { /* not JSON */ }
         setStatus(`The service said ${response.status}: ${why}`, "error");
+        problems.replaceChildren(...detail.map((text) => {
+          const li = document.createElement("li");
+          li.textContent = text;
+          return li;
+        }));
         return;
       }
       const runId = response.headers.get("X-HiFiRAG-Run-Id");

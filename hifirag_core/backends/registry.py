@@ -1,0 +1,174 @@
+"""The table of search and fetch backends: one row per adapter, everything else derived from it.
+
+A row says what a backend is called in the config (``backends.search`` / ``backends.fetch``), its role,
+the secrets it needs (declared here, registered in ``hifirag_core.secrets``), the provider name its rate
+limits, retries and costs are kept under (``limits.*``), the config settings it must have, the steering it
+applies in its own request, what one call costs, and the function that builds it from the config
+(``"module:function"``, imported only when the backend is built, so this module imports nothing of the
+project and ``config.py`` can take its choices from it).
+
+Derived from the table: the config's choices (``SEARCH_CHOICES``, ``FETCH_CHOICES``), the required secrets
+(``factory.required_secrets``), ``hifirag doctor``'s search and fetch lines, the CLI's help and the
+provider table of docs/user-guide.md (``provider_table_markdown``; a test keeps the two equal). Adding a
+search provider is one module (its adapter and ``build`` function), one row here and one fake.
+
+A builder is ``build(cfg, guards, env) -> SearchBackend`` (or ``Fetcher``): ``search(query, *, num,
+steer)`` returning ``SearchHit`` rows, ``provider`` naming it. Rows with ``builder=None`` are built by the
+runtime (the local corpus).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+Role = Literal["search", "fetch"]
+
+
+@dataclass(frozen=True)
+class Key:
+    """A credential a backend needs: its name (a key of ``secrets.SECRETS``), the variables that may hold it
+    (first set wins) and what it is for."""
+
+    name: str
+    env: tuple[str, ...]
+    purpose: str
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One adapter's row."""
+
+    name: str  # the config value
+    role: Role
+    summary: str
+    builder: str | None  # "module:function"; None: built by the runtime
+    keys: tuple[Key, ...] = ()
+    limits_name: str = ""  # the provider its limits, retries and costs are kept under ("" = name)
+    settings: tuple[str, ...] = ()  # config settings that must be set (dotted paths)
+    steering: str = "none (enforced after search)"
+    cost: str = "free"
+    ends: date | None = None  # the day the service stops; choosing it from then on is an error
+    notice: str = ""  # said at run start and by doctor while the service still works
+    carries_text: bool = False  # results bring their documents' text: the crawl does not fetch them
+
+    @property
+    def provider(self) -> str:
+        """The provider name of ``limits.provider_concurrency`` / ``provider_rpm`` / ``call_cost_usd``."""
+        return self.limits_name or self.name
+
+    def load(self) -> Callable[..., Any]:
+        """The builder function."""
+        if self.builder is None:
+            raise ValueError(f"{self.role} backend {self.name!r} is built by the runtime, not by the factory")
+        module, _, func = self.builder.partition(":")
+        return getattr(importlib.import_module(module), func)
+
+
+_GOOGLE_KEYS = (Key("google_cse_key", ("GOOGLE_CSE_KEY",), "Google Programmable Search JSON API key"),
+                Key("google_cse_id", ("GOOGLE_CSE_ID",), "Programmable Search Engine id (cx)"))
+_SCRAPINGDOG_KEY = Key("scrapingdog_api_key", ("SCRAPINGDOG_API_KEY",), "Scrapingdog search and scrape APIs")
+GOOGLE_ENDS = date(2027, 1, 1)
+
+BACKENDS: tuple[Backend, ...] = (
+    Backend("local", "search", "the local corpus (BM25 + MiniLM), the offline web", None,
+            cost="free (no network)"),
+    Backend("folder", "search", "your own files (search.folder: HTML, PDF, Markdown, text), cited as "
+            "folder://<host>/<path>", None, settings=("search.folder",), cost="free (no network)"),
+    Backend("searxng", "search", "a SearXNG instance (self-hosted metasearch; backends.searxng_url)",
+            "hifirag_core.backends.searxng:build", settings=("backends.searxng_url",),
+            steering="language, time_range (day/week/month/year), site: / -site: terms",
+            cost="free (your own instance)"),
+    Backend("duckduckgo", "search", "DuckDuckGo through the ddgs package (no key; rate-limits)",
+            "hifirag_core.backends.duckduckgo:build", steering="region, timelimit (d/w/m/y), site: / -site: terms",
+            cost="free (rate-limited by DuckDuckGo)"),
+    Backend("brave", "search", "the Brave Search API", "hifirag_core.backends.brave:build",
+            keys=(Key("brave_api_key", ("BRAVE_API_KEY",), "Brave Search API subscription token"),),
+            steering="freshness (pd/pw/pm/py or a date range), search_lang, site: / -site: terms",
+            cost="$0.005 per query (limits.call_cost_usd.brave)"),
+    Backend("tavily", "search", "the Tavily search API", "hifirag_core.backends.tavily:build",
+            keys=(Key("tavily_api_key", ("TAVILY_API_KEY",), "Tavily API key"),),
+            steering="include_domains, exclude_domains, start_date, end_date",
+            cost="1 credit ($0.008) per basic search (limits.call_cost_usd.tavily)"),
+    Backend("exa", "search", "the Exa search API", "hifirag_core.backends.exa:build",
+            keys=(Key("exa_api_key", ("EXA_API_KEY",), "Exa API key"),),
+            steering="includeDomains, excludeDomains, startPublishedDate, endPublishedDate",
+            cost="$0.005 per search, or what the reply's costDollars says"),
+    Backend("fineweb", "search", "MMU-RAGent's FineWeb search (documents come with their text; no key)",
+            "hifirag_core.backends.mmu_search:build_fineweb", limits_name="clueweb22",
+            cost="free (the organisers' service)", carries_text=True),
+    Backend("clueweb22-b", "search", "MMU-RAGent's ClueWeb22-B search (documents come with their text)",
+            "hifirag_core.backends.mmu_search:build_clueweb_b", limits_name="clueweb22",
+            keys=(Key("clueweb_api_key", ("CLUEWEB_API_KEY",), "MMU-RAGent ClueWeb22 search API key (x-api-key)"),),
+            cost="free (a key from the organisers)", carries_text=True),
+    Backend("clueweb22-a", "search", "MMU-RAGent's ClueWeb22-A search (cw22_a; documents come with their text)",
+            "hifirag_core.backends.mmu_search:build_clueweb_a", limits_name="clueweb22",
+            keys=(Key("clueweb_api_key", ("CLUEWEB_API_KEY",), "MMU-RAGent ClueWeb22 search API key (x-api-key)"),),
+            cost="free (a key from the organisers)", carries_text=True),
+    Backend("gemini-grounding", "search", "Gemini answering with Google Search grounding; its cited pages are "
+            "the results", "hifirag_core.backends.grounding:build_search", limits_name="gemini",
+            keys=(Key("gemini_api_key", ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "Gemini API (filter/writer models)"),),
+            cost="the model's tokens plus grounded-prompt billing (Gemini pricing)"),
+    Backend("google", "search", "Google Programmable Search (Custom Search JSON API)",
+            "hifirag_core.backends.google_search:build", keys=_GOOGLE_KEYS,
+            steering="siteSearch/siteSearchFilter, dateRestrict or sort=date:r, hl, site: terms",
+            cost="$0.005 per query beyond 100 free a day", ends=GOOGLE_ENDS,
+            notice="Google's Custom Search JSON API is closed to new customers; existing customers can use it "
+                   "until 2027-01-01"),
+    Backend("scrapingdog", "search", "Google results through Scrapingdog's search API",
+            "hifirag_core.backends.scrapingdog:build_search", keys=(_SCRAPINGDOG_KEY,),
+            steering="site: / -site: terms, tbs=cdr date range, language", cost="billed in Scrapingdog credits"),
+    Backend("local", "fetch", "pages from the local corpus", None, cost="free (no network)"),
+    Backend("scrapingdog", "fetch", "Scrapingdog's scrape API", "hifirag_core.backends.scrapingdog:build_fetcher",
+            keys=(_SCRAPINGDOG_KEY,), cost="billed in Scrapingdog credits"),
+    Backend("http", "fetch", "direct HTTP (SSRF-guarded)", "hifirag_core.backends.http_fetch:build",
+            cost="free (your own connection)"),
+)
+
+SEARCH_CHOICES: tuple[str, ...] = tuple(b.name for b in BACKENDS if b.role == "search")
+FETCH_CHOICES: tuple[str, ...] = tuple(b.name for b in BACKENDS if b.role == "fetch")
+
+
+def backend(role: Role, name: str) -> Backend:
+    """The row of ``name`` in ``role``; ``ValueError`` lists the choices."""
+    for row in BACKENDS:
+        if row.role == role and row.name == name:
+            return row
+    choices = SEARCH_CHOICES if role == "search" else FETCH_CHOICES
+    raise ValueError(f"{name!r} is not a {role} backend; choose one of {', '.join(choices)}")
+
+
+def all_keys() -> tuple[Key, ...]:
+    """Every credential the table declares, once each."""
+    return tuple({k.name: k for row in BACKENDS for k in row.keys}.values())
+
+
+def alternatives(role: Role, exclude: str) -> list[str]:
+    """The other backends of a role that still work (for an error that names them)."""
+    return [b.name for b in BACKENDS if b.role == role and b.name != exclude and b.ends is None]
+
+
+def sunset_error(row: Backend, today: date) -> str | None:
+    """The error for choosing a backend on or after the day it ends (None while it works)."""
+    if row.ends is None or today < row.ends:
+        return None
+    return (f"backends.{row.role}={row.name!r}: the service ended on {row.ends.isoformat()} ({row.notice.split(';')[0]}); "
+            f"choose one of {', '.join(alternatives(row.role, row.name))}")
+
+
+def help_text(role: Role) -> str:
+    """One line per choice, for the CLI."""
+    return "; ".join(f"{b.name}: {b.summary}" for b in BACKENDS if b.role == role)
+
+
+def provider_table_markdown() -> str:
+    """The provider table of docs/user-guide.md, generated from the rows."""
+    lines = ["| backend | role | keys | steering in its own request | cost |", "|---|---|---|---|---|"]
+    for b in BACKENDS:
+        keys = " + ".join(" or ".join(f"`{e}`" for e in k.env) for k in b.keys) or "none"
+        note = f" **ends {b.ends.isoformat()}**" if b.ends else ""
+        lines.append(f"| `{b.name}`{note} | {b.role} | {keys} | {b.steering} | {b.cost} |")
+    return "\n".join(lines)

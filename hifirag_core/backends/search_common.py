@@ -1,0 +1,118 @@
+"""What the JSON-over-HTTP search providers share: one guarded request, its errors, its cost, and the
+steering values they translate (a date window as days back, as a named span, as ISO days)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any
+
+import httpx
+
+from hifirag_core.backends.http_common import error_for_status, transport_error
+from hifirag_core.errors import PermanentError, TransientError
+from hifirag_core.limits import ProviderGuard
+from hifirag_core.secrets import Secret, redact
+from hifirag_core.steering import EARLIEST_DAY, DateWindow
+from hifirag_core.types import SearchHit, SearchSteer
+
+
+class JsonSearchClient:
+    """A provider's HTTP client behind the run's guard: rate limit, retries on 429/5xx/timeouts, the budget
+    checked before each paid call and charged after it (``call_cost_usd``, or the cost the reply states)."""
+
+    def __init__(self, provider: str, *, guard: ProviderGuard, timeout_s: float, paid: bool,
+                 call_cost_usd: float | None = None, http_client: httpx.Client | None = None):
+        self.provider = provider
+        self._guard = guard
+        self._timeout = timeout_s
+        self._paid = paid
+        self._cost = call_cost_usd
+        self._http = http_client or httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def _once(self, method: str, url: str, timeout: float, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, url, timeout=timeout, **kwargs)
+        except httpx.TransportError as exc:
+            raise transport_error(self.provider, exc) from None
+        if response.status_code != 200:
+            raise error_for_status(self.provider, response.status_code, response.headers, response.text)
+        try:
+            return response.json()
+        except json.JSONDecodeError as exc:
+            raise TransientError(redact(f"{self.provider}: unreadable response body: {exc}") or "") from None
+
+    def request(self, method: str, url: str, *, cost_of=None, **kwargs: Any) -> dict:
+        """The reply's JSON object; ``cost_of(reply)`` gives the USD a reply says it cost (else the set cost)."""
+        data, _ = self._guard.call(lambda t: self._once(method, url, t, **kwargs), timeout=self._timeout,
+                                   paid=self._paid)
+        if not isinstance(data, dict):
+            raise PermanentError(f"{self.provider}: the reply is not a JSON object")
+        cost = cost_of(data) if cost_of is not None else None
+        cost = cost if cost is not None else self._cost
+        if self._guard.budget is not None and cost:
+            self._guard.budget.charge(usd=cost)
+        return data
+
+
+def hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
+    """A result row from loosely typed fields; None without a URL."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    return SearchHit(title=str(title or ""), url=url, snippet=" ".join(str(snippet or "").split()))
+
+
+def window_span(window: DateWindow, today: date, spans: tuple[tuple[int, str], ...]) -> str | None:
+    """The shortest named span (``(days, name)``, shortest first) that covers a window reaching today; None
+    for a window with an end in the past or no start (the stages after search enforce those)."""
+    if window.after is None or (window.before is not None and window.before < today):
+        return None
+    days = (today - window.after).days + 1
+    return next((name for limit, name in spans if days <= limit), None)
+
+
+def window_days(window: DateWindow, today: date) -> tuple[str, str]:
+    """The window as ISO days, open ends filled with the earliest day and today."""
+    return ((window.after or EARLIEST_DAY).isoformat(), (window.before or today).isoformat())
+
+
+def site_query(query: str, steer: SearchSteer) -> str:
+    """``query`` with the site rules as ``site:`` / ``-site:`` terms (for engines that read them in the query)."""
+    from hifirag_core.backends.google_search import site_terms
+
+    terms = [t for t in (site_terms(steer.sites.sites, exclude=False), site_terms(steer.sites.exclude, exclude=True))
+             if t]
+    return " ".join([query, *terms])
+
+
+def domain_fields(steer: SearchSteer | None, include: str, exclude: str) -> dict[str, object]:
+    """The site rules as a provider's lists of wanted and unwanted domains (the fields named ``include``,
+    ``exclude``)."""
+    if steer is None:
+        return {}
+    fields: dict[str, object] = {}
+    if steer.sites.sites:
+        fields[include] = [r.domain for r in steer.sites.sites]
+    if steer.sites.exclude:
+        fields[exclude] = [r.domain for r in steer.sites.exclude]
+    return fields
+
+
+class KeyedSearchBackend:
+    """A provider reached at one endpoint with a key: what Brave, Tavily and Exa's adapters share."""
+
+    provider = ""
+    path = ""
+
+    def __init__(self, client: JsonSearchClient, *, api_key: Secret, base_url: str):
+        self._client = client
+        self._key = api_key
+        self._url = base_url.rstrip("/") + self.path
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()

@@ -1,0 +1,106 @@
+"""The search stage with several providers (``search.providers``): each asked on its own, their lists fused.
+
+Every query goes to every provider at once. A live provider's answer is taken from the search cache when it
+has one for exactly that provider, query, number and steering (``store/search_cache.py``), so a run that adds
+a provider asks only the new one. A provider that fails (down, timed out, rate-limited after its retries,
+out of budget) leaves one row with its status for that query, and the others' results go on: the question
+fails only when every provider failed every query. Each query's lists are fused by reciprocal rank
+(``retrieval/fusion.py``); a fused row keeps every provider that found the page and its rank there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from hifirag_core.config import LOCAL_PROVIDERS
+from hifirag_core.cpu import in_context
+from hifirag_core.errors import BackendError, error_status
+from hifirag_core.records import Record, SearchResultRecord
+from hifirag_core.retrieval.fusion import reciprocal_rank_fusion
+from hifirag_core.store.search_cache import SearchCache, provider_call_key
+from hifirag_core.types import SearchBackend, SearchHit, SearchSteer
+
+Answer = list[SearchHit] | BackendError
+
+
+def ask(
+    provider: SearchBackend,
+    query: str,
+    num: int,
+    steer: SearchSteer,
+    cache: SearchCache | None,
+    max_age_hours: float | None,
+) -> Answer:
+    """One provider's answer to one query: from the cache when it is fresh there, else asked (and kept)."""
+    live = provider.provider not in LOCAL_PROVIDERS and cache is not None
+    key = provider_call_key(str(getattr(provider, "identity", provider.provider)), query, num, steer)
+    if live and cache is not None:
+        kept = cache.get(key, max_age_hours)
+        if kept is not None:
+            return kept
+    try:
+        hits = (
+            provider.search(query, num=num, steer=steer) if steer.active else provider.search(query, num=num)
+        )
+    except BackendError as exc:
+        return exc
+    if live and cache is not None:
+        cache.put(key, hits)
+    return hits
+
+
+def ask_all(
+    providers: Sequence[SearchBackend],
+    queries: Sequence[str],
+    call: Callable[[SearchBackend, str], Answer],
+    parallel: int,
+) -> list[list[Answer]]:
+    """Every provider's answer to every query: ``answers[query index][provider index]``."""
+    pairs = [(q, p) for q in queries for p in providers]
+    if parallel > 1 and len(pairs) > 1:
+        with ThreadPoolExecutor(max_workers=min(parallel, len(pairs))) as pool:
+            flat = list(pool.map(in_context(lambda qp: call(qp[1], qp[0])), pairs))
+    else:
+        flat = [call(p, q) for q, p in pairs]
+    n = len(providers)
+    return [flat[i * n : (i + 1) * n] for i in range(len(queries))]
+
+
+def fused_rows(
+    query: str, qi: int, providers: Sequence[SearchBackend], answers: Sequence[Answer], k: int, num: int
+) -> tuple[list[Record], list[BackendError]]:
+    """One query's rows: its fused list (at most ``num``), then a row per provider that failed."""
+    ranked = {
+        p.provider: a for p, a in zip(providers, answers, strict=True) if not isinstance(a, BackendError)
+    }
+    rows: list[Record] = []
+    for rank, f in enumerate(reciprocal_rank_fusion(ranked, k)[:num], 1):
+        rows.append(
+            SearchResultRecord(
+                query=query,
+                query_index=qi,
+                rank=rank,
+                title=f.hit.title,
+                url=f.hit.url,
+                snippet=f.hit.snippet,
+                provider=f.provider,
+                providers=[name for name, _ in f.found_by],
+                provider_ranks=[r for _, r in f.found_by],
+                fusion_score=round(f.score, 6),
+            )
+        )
+    errors = [a for a in answers if isinstance(a, BackendError)]
+    for p, a in zip(providers, answers, strict=True):
+        if isinstance(a, BackendError):
+            rows.append(
+                SearchResultRecord(
+                    query=query,
+                    query_index=qi,
+                    provider=p.provider,
+                    providers=[p.provider],
+                    status=error_status(a),
+                    error=f"{type(a).__name__}: {a}",
+                )
+            )
+    return rows, errors
