@@ -148,7 +148,7 @@ stop() {
   # The service first: it stops taking questions, and those in flight (at most its deadline, 570 s)
   # finish and are recorded while the Prefect server is still there.
   stop_one hifirag-service 630
-  # Then the worker: it ignored its first SIGTERM for over 30 s once (FACTS.md), and it must not
+  # Then the worker: it ignored its first SIGTERM for over 30 s once (measured), and it must not
   # pick up new flow runs while the server goes away.
   stop_one prefect-worker 20
   stop_one dask-workers 20

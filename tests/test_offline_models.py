@@ -285,3 +285,38 @@ def test_each_part_is_answered_from_the_section_whose_heading_asks_it(models):
     assert "[1]" in refined and "[3]" in refined and answer_two in refined, refined
     one_part = writer.draft("How do I limit the bandwidth of a sync?", sources, max_words=60).value
     assert "open the draft" not in one_part.turns[0].text
+
+
+def _many_sentences() -> list[SourceDoc]:
+    facts = ["Use the --max-rate option to limit the bandwidth of a sync.",
+             "For example --max-rate 2M limits a sync to two megabytes per second.",
+             "The limit applies to uploads and downloads alike.",
+             "A profile may set its own rate with the max_rate key.",
+             "The rate limit is averaged over a few seconds, so short bursts can exceed it.",
+             "Without the option a sync uses all the bandwidth the link offers.",
+             "The --max-rate value accepts the suffixes K, M and G.",
+             "Setting the rate to zero removes the limit again."]
+    return [SourceDoc(1, "https://a/sync", "Sync", "", (SourceSection("s1", ("Sync", "Limiting bandwidth"),
+                                                                         " ".join(facts[:4])),
+                                                          SourceSection("s2", ("Sync", "Rates"), " ".join(facts[4:])))),
+            *_sources()[1:]]
+
+
+def test_the_answer_length_short_is_three_sentences_with_a_yes_no_lead_and_long_is_longer(models):
+    from hifirag_core.text import split_sentences
+    from hifirag_core.types import AnswerStyle
+
+    _, writer = models
+    question = "Can I limit the bandwidth of a sync?"
+    examples = [FewShotExample("q", " ".join(["word"] * 70))] * 3
+
+    def answer(length: str) -> str:
+        style = AnswerStyle(length=length)
+        draft = writer.draft(question, _many_sentences(), max_words=80, style=style).value
+        return strip_markers(writer.refine(question, draft, examples, style=style).value)
+
+    short, standard, long = answer("short"), answer("standard"), answer("long")
+    assert len(split_sentences(standard)) > 3  # so that the short answer's limit is a limit
+    assert 1 <= len(split_sentences(short)) <= 3 and short.split(":", 1)[0] in ("Yes", "No")
+    assert "--max-rate" in short
+    assert word_count(long) > word_count(standard)

@@ -111,6 +111,45 @@ def test_a_round_starts_only_while_the_runner_allows_it(data_root):
     assert [n for n, _ in steps] == [n for n in STAGE_NAMES if n != "followup"]
 
 
+def _rounds_through_the_runner(data_root, overrides: list[str], *, spent_share: float = 0.0,
+                               budget=None) -> list[tuple[str, int]]:
+    """The steps of a two-part question whose first pass falls short, paced by the flow's own stage runner
+    (``_StageRunner.may_look_again``), each stage run in this process (no Prefect engine); ``spent_share``:
+    the share of the question's deadline already gone when it starts."""
+    import time
+
+    from flows.answer import _StageRunner
+    from hifirag_core.limits import RunGuards
+
+    rt = _runtime(data_root, "final_deep", [*ONE_PAGE, *overrides])
+    if budget is not None:
+        rt.guards = RunGuards(rt.cfg.limits, budget=budget)
+    runner = _StageRunner(Question("R1", TWO_PART, None, 1), None, rt)
+    runner.started = time.monotonic() - spent_share * rt.cfg.limits.deadline_s
+    steps = []
+    for stage, round_no in question_steps(runner.trail, runner.may_look_again):
+        steps.append((stage.name, round_no))
+        runner.trail.record(stage.run(runner.trail.question, stage.gather_for(runner.trail, round_no), rt, round_no))
+    assert runner.trail.falls_short() or any(r == 1 for _, r in steps)
+    return steps
+
+
+def test_the_flows_runner_looks_again_only_with_deadline_left_and_budget_unspent(data_root):
+    from hifirag_core.limits import Budget
+
+    looked = _rounds_through_the_runner(data_root, [])
+    assert {s for s, r in looked if r == 1} == {s.name for s in ROUND}  # it falls short, and may look again
+    # 60% of the deadline gone: less than min_deadline_left (50%) is left, so no round starts
+    late = _rounds_through_the_runner(data_root, ["research.min_deadline_left=0.5"], spent_share=0.6)
+    assert all(r == 0 for _, r in late) and "sufficiency" in [s for s, _ in late]
+    spent = Budget(tokens=100)
+    spent.charge(tokens=100)
+    broke = _rounds_through_the_runner(data_root, [], budget=spent)
+    assert spent.exhausted and all(r == 0 for _, r in broke)
+    # the same budget unspent, and 40% of the deadline gone: it looks again
+    assert any(r == 1 for _, r in _rounds_through_the_runner(data_root, [], spent_share=0.4, budget=Budget(tokens=100)))
+
+
 def test_the_paper_rows_never_check_or_look_again(data_root):
     rt = _runtime(data_root, "final", ONE_PAGE)
     trail = Trail(Question("R1", TWO_PART, None, 1), rt)

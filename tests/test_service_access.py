@@ -265,3 +265,55 @@ def test_the_token_never_appears_in_a_response_or_a_log(guarded, caplog):
     assert all(TOKEN not in text for text in seen)
     assert TOKEN not in caplog.text
     assert TOKEN not in repr(Access.for_bind("0.0.0.0", token=Secret(TOKEN_ENV, TOKEN)))
+
+
+# --- the snapshots -------------------------------------------------------------------------------------
+
+
+def test_a_blob_no_run_fetched_is_not_served_though_it_is_in_the_store(service):
+    from hifirag_core.records import PageRecord
+    from hifirag_core.store.blobs import blob_store
+
+    blobs = blob_store(service.settings.data_root)
+    fetched = blobs.put(b"<html><body><h1>Fetched</h1><p>a page some run read</p></body></html>")
+    stray = blobs.put(b"bytes in the store that no run fetched (another corpus's, a test's)")
+    assert fetched in blobs and stray in blobs
+    page = PageRecord(
+        url="https://a.example/p",
+        final_url="https://a.example/p",
+        fetcher="http",
+        kind="html",
+        content_sha256=fetched,
+        content_type="text/html",
+        title="Fetched",
+    )
+    service.warehouse.write("pages", [page], run_id="r1", stage="fetch", question_id="q1")
+    client = _client(service)
+    assert client.get(f"/snapshots/{fetched}").status_code == 200
+    assert client.get(f"/snapshots/{fetched}/raw").content.startswith(b"<html>")
+    for path in (f"/snapshots/{stray}", f"/snapshots/{stray}/raw"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert b"bytes in the store" not in response.content
+
+
+# --- the service's steering and a request's together ------------------------------------------------------
+
+
+def test_a_request_whose_steering_contradicts_the_services_gets_422_naming_both_before_any_work(tmp_path):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    settings = ServiceSettings(
+        data_root=tmp_path / "data", overrides=(f"generation.examples={examples}", "steer.before=2020-01-01")
+    )
+    service = Service(settings, RecordingAnswerer())
+    client = _client(service)
+    response = client.post(
+        "/evaluate", json={"query": "How do I limit sync bandwidth?", "iid": "w1", "after": "2023-01-01"}
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert "no page can be in that window" in error
+    assert "after the request's" in error and "before the run's steer.before" in error
+    streamed = client.post("/run", json={"question": "How do I limit sync bandwidth?", "after": "2023-01-01"})
+    assert streamed.status_code == 422 and "steer.before" in streamed.json()["error"]
+    assert service.answerer.asked == [] and service.gate.in_flight == 0

@@ -307,12 +307,18 @@ def test_offline_answers_cite_only_the_sites_allowed(steered_root: Path, example
 
 def test_offline_answers_cite_no_page_outside_the_date_window(steered_root: Path, examples_file: Path) -> None:
     out = _answer(steered_root, examples_file, {"after": "2020-01-01", "before": "2023-12-31"})
-    assert set(_cited(out)) <= {"https://docs.a.example/sync.html", "https://b.example/sync-bandwidth.html"}
+    # an answer that cites nothing would lie in any window: it must cite, and only pages in the window
+    assert _cited(out) and set(_cited(out)) <= {"https://docs.a.example/sync.html",
+                                                "https://b.example/sync-bandwidth.html"}
     pages = {p.url: p for p in out["fetch"].records}
     assert pages["https://docs.a.example/sync.html"].published == "2020-02-01"
     assert pages["https://docs.a.example/sync.html"].date_source == "corpus"
     dropped = _answer(steered_root, examples_file, {"after": "2020-01-01", "undated": "drop"})
-    assert set(_cited(dropped)) <= {"https://docs.a.example/sync.html", "https://blog.a.example/bandwidth.html"}
+    assert _cited(dropped) and set(_cited(dropped)) <= {"https://docs.a.example/sync.html",
+                                                        "https://blog.a.example/bandwidth.html"}
+    # under undated=drop every cited page is dated, and in the window
+    dated = {p.url: p.published for p in dropped["fetch"].records}
+    assert all(dated[u] is not None and dated[u] >= "2020-01-01" for u in _cited(dropped))
 
 
 def test_a_questions_own_steering_wins_over_the_runs(steered_root: Path, examples_file: Path) -> None:
@@ -380,3 +386,31 @@ def test_a_bad_steering_option_exits_2_before_any_work(questions_file: Path, tmp
     result = CliRunner().invoke(app, ["run", str(questions_file), "--data-root", str(tmp_path / "data"), *args])
     assert result.exit_code == 2 and says in " ".join(result.output.split())
     assert not (tmp_path / "data" / "tables").exists()  # nothing was written
+
+
+def test_the_runs_steering_and_a_questions_together_are_checked_in_one_place(tmp_path: Path) -> None:
+    """`hifirag run` (exit 2) and `hifirag serve` (422, tests/test_service_access.py) both ask steering_conflicts."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from hifirag_core.config import build_config
+    from hifirag_core.pipeline.steer import steering_conflicts
+
+    cfg = build_config(overrides={"steer": {"before": "2020-01-01", "exclude_sites": ["a.example"]}})
+    (window,) = steering_conflicts(cfg, {"after": "2023-01-01"}, "the request's")
+    assert "no page can be in that window" in window
+    assert "after the request's" in window and "before the run's steer.before" in window
+    (sites,) = steering_conflicts(cfg, {"sites": ["docs.a.example"]})
+    assert "nothing could be searched" in sites and "exclude_sites the run's steer.exclude_sites" in sites
+    assert steering_conflicts(cfg, {"after": "2019-01-01", "sites": ["b.example"]}) == []
+    # both fields the question's own: question_steering's to report, not repeated here
+    assert steering_conflicts(cfg, {"after": "2023-01-01", "before": "2024-01-01"}) == []
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"iid": "w1", "query": "How do I limit sync bandwidth?", "after": "2023-01-01"})
+                         + "\n")
+    result = CliRunner().invoke(app, ["run", str(questions), "--data-root", str(tmp_path / "data"),
+                                      "--before", "2020-01-01"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "no page can be in that window" in said and "steer.before" in said
+    assert not (tmp_path / "data" / "tables").exists()

@@ -83,6 +83,38 @@ def test_the_wheel_ships_the_prompts_and_the_sql(installed):
     assert not any(n.startswith(("tests/", "bench/", "tools/")) for n in names)
 
 
+def _package_data(root: Path) -> set[str]:
+    """Every file beside the code that the packages may open: the repository's non-Python files under
+    hifirag_core, flows and tasks, the linked prompt and SQL folders followed, as a wheel names them."""
+    files = set(_repository_files(root))
+    out = set()
+    for name in files:
+        if not name.startswith(("hifirag_core/", "flows/", "tasks/")) or name.endswith(".py"):
+            continue
+        path = root / name
+        if path.is_dir():  # a link to a folder: its repository files, under the link's name
+            target = path.resolve().relative_to(root.resolve()).as_posix()
+            out |= {name + f[len(target):] for f in files if f.startswith(target + "/") and (root / f).is_file()}
+        else:
+            out.add(name)
+    return out
+
+
+def test_the_wheel_holds_every_data_file_the_packages_read(installed):
+    import zipfile
+
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    expected = _package_data(PROJECT_ROOT)
+    assert "hifirag_core/evaluation/transfer_set.json" in expected and "hifirag_core/assets/views/00_tables.sql" in expected
+    assert expected - names == set()
+    # and the installed package reads them where its code looks: the transfer set of `hifirag eval --dataset transfer-*`
+    code = ("from hifirag_core.evaluation.transfer_set import SPEC_PATH; import json; "
+            "print(len(json.loads(SPEC_PATH.read_text())))")
+    read = subprocess.run([str(installed["bin"] / "python"), "-c", code], cwd=installed["cwd"], env=installed["env"],
+                          capture_output=True, text=True)
+    assert read.returncode == 0 and int(read.stdout) > 0, read.stderr[-2000:]
+
+
 def test_the_installed_command_answers_offline_from_outside_the_checkout(installed):
     code = ("import hifirag_core, flows; "
             "print(hifirag_core.__file__); print(flows.__file__)")

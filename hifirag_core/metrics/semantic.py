@@ -4,7 +4,7 @@ The MMU-RAGent organisers score answers with ``bert-score`` on ``microsoft/deber
 layer 40, no idf, no baseline rescaling. That model is used only when a configured local folder
 holds it; nothing is downloaded. Otherwise the packaged MiniLM (all 6 layers) scores instead, under
 the metric name ``bertscore_minilm_f1``, so the two scales are never mixed or compared. MiniLM
-BERTScore rates a question echoed as its own answer above real extracts (FACTS.md), so callers
+BERTScore rates a question echoed as its own answer above real extracts (docs/evaluation.md), so callers
 report it beside that echo floor and the answer length and never rank on it alone.
 
 Process cache: ``_SCORERS`` keeps one scorer per model folder and layer (loading DeBERTa takes a minute).

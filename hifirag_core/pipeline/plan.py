@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hifirag_core.config import ConfigError, PipelineConfig, build_config, uses_real_backends
+from hifirag_core.config import PipelineConfig, uses_real_backends
 from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
 from hifirag_core.pipeline.specs import PIPELINE, spec, stage_index
+from hifirag_core.pipeline.steer import steering_conflicts
 from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.profiles import ConfigFile, resolve_config
 from hifirag_core.questions import InputError, Question, QuestionSet, load_questions, select_questions
@@ -134,16 +135,8 @@ def plan_run(
 
 def check_steering(cfg: PipelineConfig, questions: QuestionSet) -> None:
     """Each question's own steering fields with the run's: an impossible window or site set fails here."""
-    problems = []
-    for q in questions.questions:
-        if not q.steering:
-            continue
-        merged = {**cfg.steer.model_dump(mode="json"), **q.steering}
-        try:
-            build_config(base={**cfg.model_dump(mode="json"), "steer": merged})
-        except ConfigError as exc:
-            problems.append(f"line {q.line_no} ({q.id}): with the run's steering, "
-                            f"{str(exc).removeprefix('invalid configuration: ')}")
+    problems = [f"line {q.line_no} ({q.id}): with the run's steering, {problem}"
+                for q in questions.questions if q.steering for problem in steering_conflicts(cfg, q.steering)]
     if problems:
         raise InputError(questions.path, problems)
 

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from hifirag_core.language import ENGLISH, Detected, detect_language, language_name
 from hifirag_core.questions import Question
-from hifirag_core.steering import AUTO, DateWindow, SiteRules
+from hifirag_core.steering import (
+    AUTO,
+    DateWindow,
+    SiteRules,
+    SteeringError,
+    check_site_conflicts,
+    check_window,
+    day,
+)
 
 if TYPE_CHECKING:
     from hifirag_core.config import PipelineConfig
@@ -86,3 +94,29 @@ def steered_slice(cfg: PipelineConfig, question: Question, reads: tuple[str, ...
         elif path.startswith(_SECTION + ".") and path.split(".", 1)[1] in own:
             out[path] = own[path.split(".", 1)[1]]
     return out
+
+
+def steering_conflicts(cfg: PipelineConfig, own: dict[str, Any], whose: str = "the question's") -> list[str]:
+    """What makes a question's own steering fields impossible together with the run's (``cfg.steer``): an
+    empty date window, or sites all excluded. Each problem names both fields and where each came from. The
+    one check of ``hifirag run`` (a question file's lines; exit 2) and ``hifirag serve`` (a request; 422);
+    a problem of the question's fields alone is ``question_steering``'s."""
+    run = cfg.steer
+
+    def value(name: str) -> Any:
+        return own[name] if name in own else getattr(run, name)
+
+    def source(name: str) -> str:
+        return f"{name} {whose}" if name in own else f"{name} the run's steer.{name}"
+
+    checks = ((("sites", "exclude_sites"), lambda: check_site_conflicts(value("sites"), value("exclude_sites"))),
+              (("after", "before"), lambda: check_window(day(value("after"), "after"), day(value("before"), "before"))))
+    problems = []
+    for names, check in checks:
+        if not any(n in own for n in names) or all(n in own for n in names):
+            continue  # the run's alone was checked when it was built, the question's alone by question_steering
+        try:
+            check()
+        except SteeringError as exc:
+            problems.append(f"{exc} ({'; '.join(source(n) for n in names)})")
+    return problems

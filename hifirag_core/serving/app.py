@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hifirag_core.pipeline.steer import steering_conflicts
 from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages
@@ -90,10 +91,15 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         raw = await request.body()
         try:
             limits = {"question": settings.max_question_chars, "query": settings.max_question_chars, "iid": 200}
-            return parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields},
-                                 max_depth=service.max_depth)
+            parsed = parse_request(raw, model, max_chars={k: v for k, v in limits.items() if k in model.model_fields},
+                                   max_depth=service.max_depth)
         except BadRequest as exc:
             return _error(422, f"invalid request body: {exc}", detail=exc.problems)
+        # with the service's own steering (--set steer.*), as `hifirag run` checks a question file's lines
+        conflicts = steering_conflicts(service.cfg, parsed.steering(), "the request's")
+        if conflicts:
+            return _error(422, f"invalid request body: {conflicts[0]}", detail=conflicts)
+        return parsed
 
     def busy() -> JSONResponse:
         wait = service.gate.retry_after()
