@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hifirag_core.backends.registry import FETCH_CHOICES, SEARCH_CHOICES
+from hifirag_core.backend_registry import FETCH_CHOICES, SEARCH_CHOICES
 from hifirag_core.hashing import stable_hash
 from hifirag_core.steering import (
     SteeringError,
@@ -31,7 +31,7 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 LLMBackend = Literal["offline", "gemini", "openai"]
-# The search and fetch choices are the rows of the backends table (hifirag_core.backends.registry).
+# The search and fetch choices are the rows of the backends table (hifirag_core.backend_registry).
 SearchBackendName = Literal[SEARCH_CHOICES]  # type: ignore[valid-type]
 FetchBackendName = Literal[FETCH_CHOICES]  # type: ignore[valid-type]
 

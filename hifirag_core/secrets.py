@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from hifirag_core.backends.registry import all_keys
+from hifirag_core.backend_registry import all_keys
 from hifirag_core.errors import MissingSecretError
 
 REDACTED = "****"
@@ -46,7 +46,7 @@ SECRETS: dict[str, SecretSpec] = {
                    "the token `hifirag serve` requires beyond loopback (docs/serving.md)"),
     )
 }
-# The search and fetch backends declare their own keys in their rows (hifirag_core.backends.registry).
+# The search and fetch backends declare their own keys in their rows (hifirag_core.backend_registry).
 for _key in all_keys():
     SECRETS.setdefault(_key.name, SecretSpec(_key.name, _key.env, _key.purpose))
 # Not secret, but read from the environment next to the Reddit credentials.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.backends import registry
+from hifirag_core import backend_registry as registry
 from hifirag_core.backends.carried import CarriedTextFetcher
 from hifirag_core.backends.doctor import _search as doctor_search
 from hifirag_core.backends.factory import (

@@ -54,7 +54,7 @@ def test_one_place_names_every_variable() -> None:
     assert names == {"GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "GOOGLE_CSE_KEY", "GOOGLE_CSE_ID",
                      "SCRAPINGDOG_API_KEY", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET",
                      "HIFIRAG_SERVICE_TOKEN",
-                     # the search providers' rows (hifirag_core.backends.registry)
+                     # the search providers' rows (hifirag_core.backend_registry)
                      "BRAVE_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "CLUEWEB_API_KEY"}
 
 

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hifirag_core.corpus.sources import SITES, docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.evaluation import transfer  # noqa: E402
 from hifirag_core.evaluation.answerability_set import half_of  # noqa: E402
-from hifirag_core.evaluation.transfer_set import _paragraphs, health_pages, load_medquad, page_groups  # noqa: E402
+from hifirag_core.evaluation.transfer_set import answer_paragraphs, health_pages, load_medquad, page_groups  # noqa: E402
 from hifirag_core.evidence.answerability import (  # noqa: E402
     CALIBRATION,
     LEAD_CHARS,
@@ -143,7 +143,7 @@ def health_pool() -> tuple[list[Section], list[Question]]:
                     page.url,
                     groups[page.url],
                     (page.focus, pair["heading"]),
-                    "\n\n".join(_paragraphs(pair["answer"])),
+                    "\n\n".join(answer_paragraphs(pair["answer"])),
                     pair["qtype"],
                 )
             )

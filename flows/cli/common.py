@@ -18,7 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from hifirag_core.backends.registry import SEARCH_CHOICES
+from hifirag_core.backend_registry import SEARCH_CHOICES
 from hifirag_core.config import ConfigError
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError

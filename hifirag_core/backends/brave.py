@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from hifirag_core.backends.registry import search_url
+from hifirag_core.backend_registry import search_url
 from hifirag_core.backends.search_common import (
     JsonSearchClient,
     KeyedSearchBackend,
@@ -74,7 +74,7 @@ class BraveSearchBackend(KeyedSearchBackend):
 
 
 def build(cfg, guards, env) -> BraveSearchBackend:
-    """The backend of the ``brave`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``brave`` row (hifirag_core.backend_registry)."""
     client = JsonSearchClient("brave", guard=guards.guard("brave"), timeout_s=cfg.limits.search_timeout_s, paid=True,
                               call_cost_usd=guards.call_cost("brave"))
     return BraveSearchBackend(client, api_key=get_secret("brave_api_key", env), base_url=search_url(cfg, "brave"))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from hifirag_core.backends import registry
+from hifirag_core import backend_registry as registry
 from hifirag_core.config import PipelineConfig
 from hifirag_core.errors import BackendError
 from hifirag_core.llm.models import object_schema

@@ -101,6 +101,6 @@ class DuckDuckGoSearchBackend:
 
 
 def build(cfg, guards, env) -> DuckDuckGoSearchBackend:
-    """The backend of the ``duckduckgo`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``duckduckgo`` row (hifirag_core.backend_registry)."""
     return DuckDuckGoSearchBackend(guard=guards.guard("duckduckgo"), timeout_s=cfg.limits.search_timeout_s,
                                    backend=cfg.backends.ddgs_backend)

@@ -14,7 +14,7 @@ Steering: site rules as ``includeDomains`` / ``excludeDomains``; a date window a
 
 from __future__ import annotations
 
-from hifirag_core.backends.registry import search_url
+from hifirag_core.backend_registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, KeyedSearchBackend, domain_fields, hit
 from hifirag_core.secrets import get_secret
 from hifirag_core.types import SearchHit, SearchSteer
@@ -64,7 +64,7 @@ class ExaSearchBackend(KeyedSearchBackend):
 
 
 def build(cfg, guards, env) -> ExaSearchBackend:
-    """The backend of the ``exa`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``exa`` row (hifirag_core.backend_registry)."""
     client = JsonSearchClient("exa", guard=guards.guard("exa"), timeout_s=cfg.limits.search_timeout_s, paid=True,
                               call_cost_usd=guards.call_cost("exa"))
     return ExaSearchBackend(client, api_key=get_secret("exa_api_key", env), base_url=search_url(cfg, "exa"))

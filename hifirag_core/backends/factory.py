@@ -18,8 +18,8 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.backends import registry
-from hifirag_core.backends.registry import Backend
+from hifirag_core import backend_registry as registry
+from hifirag_core.backend_registry import Backend
 from hifirag_core.config import ConfigError, PipelineConfig, search_providers
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep

@@ -105,7 +105,7 @@ class GoogleSearchBackend:
 
 
 def build(cfg, guards, env) -> GoogleSearchBackend:
-    """The backend of the ``google`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``google`` row (hifirag_core.backend_registry)."""
     return GoogleSearchBackend(api_key=get_secret("google_cse_key", env), engine_id=get_secret("google_cse_id", env),
                                guard=guards.guard("google"), timeout_s=cfg.limits.search_timeout_s,
                                base_url=cfg.backends.google_search_base_url, call_cost_usd=guards.call_cost("google"))

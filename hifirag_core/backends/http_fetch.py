@@ -339,7 +339,7 @@ class HttpFetcher:
 
 
 def build(cfg, guards, env, *, allow_loopback: bool = False) -> HttpFetcher:
-    """The fetcher of the ``http`` row (hifirag_core.backends.registry); needs no key."""
+    """The fetcher of the ``http`` row (hifirag_core.backend_registry); needs no key."""
     return HttpFetcher(user_agent=cfg.fetch.user_agent, timeout_s=cfg.fetch.timeout_s, max_bytes=cfg.fetch.max_bytes,
                        max_redirects=cfg.fetch.max_redirects, politeness_delay_s=cfg.fetch.politeness_delay_s,
                        guard=guards.guard("http"), allow_loopback=allow_loopback)

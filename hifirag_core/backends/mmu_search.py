@@ -30,7 +30,7 @@ import json
 import threading
 from dataclasses import dataclass
 
-from hifirag_core.backends.registry import search_url
+from hifirag_core.backend_registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, hit
 from hifirag_core.secrets import Secret, get_secret
 from hifirag_core.types import SearchHit, SearchSteer
@@ -122,7 +122,7 @@ def _client(cfg, guards) -> JsonSearchClient:
 
 
 def build_fineweb(cfg, guards, env) -> MmuSearchBackend:
-    """The backend of the ``fineweb`` row (hifirag_core.backends.registry); no key."""
+    """The backend of the ``fineweb`` row (hifirag_core.backend_registry); no key."""
     return MmuSearchBackend(_client(cfg, guards), provider="fineweb",
                             url=search_url(cfg, "fineweb") + "/fineweb/search")
 

@@ -97,7 +97,7 @@ class ScrapingdogSearchBackend:
 
 
 def build_search(cfg, guards, env) -> ScrapingdogSearchBackend:
-    """The backend of the ``scrapingdog`` search row (hifirag_core.backends.registry)."""
+    """The backend of the ``scrapingdog`` search row (hifirag_core.backend_registry)."""
     return ScrapingdogSearchBackend(api_key=get_secret("scrapingdog_api_key", env), guard=guards.guard("scrapingdog"),
                                     timeout_s=cfg.limits.search_timeout_s, base_url=cfg.backends.scrapingdog_base_url,
                                     call_cost_usd=guards.call_cost("scrapingdog"))

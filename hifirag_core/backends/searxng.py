@@ -72,7 +72,7 @@ class SearxngSearchBackend:
 
 
 def build(cfg, guards, env) -> SearxngSearchBackend:
-    """The backend of the ``searxng`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``searxng`` row (hifirag_core.backend_registry)."""
     if not cfg.backends.searxng_url:
         raise PermanentError("backends.search=searxng needs the instance's URL: set backends.searxng_url "
                              "(e.g. --set backends.searxng_url=http://127.0.0.1:8888)")

@@ -13,7 +13,7 @@ Steering: site rules as ``include_domains`` / ``exclude_domains``; a date window
 
 from __future__ import annotations
 
-from hifirag_core.backends.registry import search_url
+from hifirag_core.backend_registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, KeyedSearchBackend, domain_fields, hit
 from hifirag_core.secrets import get_secret
 from hifirag_core.types import SearchHit, SearchSteer
@@ -50,7 +50,7 @@ class TavilySearchBackend(KeyedSearchBackend):
 
 
 def build(cfg, guards, env) -> TavilySearchBackend:
-    """The backend of the ``tavily`` row (hifirag_core.backends.registry)."""
+    """The backend of the ``tavily`` row (hifirag_core.backend_registry)."""
     client = JsonSearchClient("tavily", guard=guards.guard("tavily"), timeout_s=cfg.limits.search_timeout_s, paid=True,
                               call_cost_usd=guards.call_cost("tavily"))
     return TavilySearchBackend(client, api_key=get_secret("tavily_api_key", env), base_url=search_url(cfg, "tavily"))

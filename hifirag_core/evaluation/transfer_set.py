@@ -113,7 +113,7 @@ def health_pages(docs: Iterable[dict]) -> list[HealthPage]:
     return pages
 
 
-def _paragraphs(answer: str) -> list[str]:
+def answer_paragraphs(answer: str) -> list[str]:
     lines = [" ".join(line.split()) for line in answer.splitlines()]
     return [line for line in lines if line]
 
@@ -125,7 +125,7 @@ def page_html(page: HealthPage) -> str:
              f"<body><main><h1>{title}</h1>"]
     for pair in page.qa:
         parts.append(f"<h2 id=\"{pair['anchor']}\">{html.escape(pair['heading'])}</h2>")
-        parts += [f"<p>{html.escape(p)}</p>" for p in _paragraphs(pair["answer"])]
+        parts += [f"<p>{html.escape(p)}</p>" for p in answer_paragraphs(pair["answer"])]
     parts.append("</main></body></html>\n")
     return "\n".join(parts)
 

@@ -4,8 +4,9 @@ A row says what a backend is called in the config (``backends.search`` / ``backe
 the secrets it needs (declared here, registered in ``hifirag_core.secrets``), the provider name its rate
 limits, retries and costs are kept under (``limits.*``), the config settings it must have, the steering it
 applies in its own request, what one call costs, and the function that builds it from the config
-(``"module:function"``, imported only when the backend is built, so this module imports nothing of the
-project and ``config.py`` can take its choices from it).
+(``"module:function"``, imported only when the backend is built). It lives beside ``config.py`` rather than
+in ``backends/`` and imports nothing of the project, so ``config.py`` can take its choices from it without
+a knot between the two folders (the adapters in ``backends/`` import the config).
 
 Derived from the table: the config's choices (``SEARCH_CHOICES``, ``FETCH_CHOICES``), the required secrets
 (``factory.required_secrets``), ``hifirag doctor``'s search and fetch lines, the CLI's help and the
@@ -14,7 +15,7 @@ search provider is one module (its adapter and ``build`` function), one row here
 
 A builder is ``build(cfg, guards, env) -> SearchBackend`` (or ``Fetcher``): ``search(query, *, num,
 steer)`` returning ``SearchHit`` rows, ``provider`` naming it. Rows with ``builder=None`` are built by the
-runtime (the local corpus).
+runtime (the local corpus, the user's folder).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ BACKENDS: tuple[Backend, ...] = (
             keys=(Key("clueweb_api_key", ("CLUEWEB_API_KEY",), "MMU-RAGent ClueWeb22 search API key (x-api-key)"),),
             cost="free (a key from the organisers)", carries_text=True),
     Backend("gemini-grounding", "search", "Gemini answering with Google Search grounding; its cited pages are "
-            "the results", "hifirag_core.backends.grounding:build_search", limits_name="gemini",
+            "the results", "hifirag_core.backends.grounded_search:build_search", limits_name="gemini",
             keys=(Key("gemini_api_key", ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "Gemini API (filter/writer models)"),),
             cost="the model's tokens plus grounded-prompt billing (Gemini pricing)"),
     Backend("google", "search", "Google Programmable Search (Custom Search JSON API)",
