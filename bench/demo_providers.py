@@ -109,6 +109,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--fail", action="store_true", help="Programmable Search fails after its first search")
+    parser.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
     args = parser.parse_args()
     base = base_root(args.root)
     run_root = args.root / ("run-fail" if args.fail else "run")
@@ -143,7 +144,7 @@ def main() -> None:
     overrides = [f"corpus.exclude={list(FAQ_PAGE_PATTERNS)!r}".replace("'", '"'),
                  "search.providers=google,scrapingdog,folder", f"search.folder={folder}",
                  "backends.fetch=scrapingdog", f"backends.google_search_base_url={google.base_url}",
-                 f"backends.scrapingdog_base_url={scrapingdog.base_url}", "limits.retry_base_delay_s=0.2"]
+                 f"backends.scrapingdog_base_url={scrapingdog.base_url}", "limits.retry_base_delay_s=0.2", *args.set]
     from flows.answer import answer_questions
 
     began = time.perf_counter()
