@@ -85,3 +85,23 @@ def test_a_server_that_crashes_on_the_completion_is_reported_as_a_crash(tmp_path
             server.wait()
     assert "the server crashed during the chat completion" in out
     assert "SIGSEGV" in out and "AMX" in out
+
+
+def test_each_provider_of_a_fused_search_gets_its_own_line(web, data_root, tmp_path):
+    """``search.providers``: every provider is checked once, the folder by the files it would index."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "backup.md").write_text("# Backups\n\nRun the backup nightly.\n", encoding="utf-8")
+    (notes / "image.png").write_bytes(b"not read")
+    sets = web.config_overrides_pairs(llm="offline", search="google", fetch="scrapingdog", reddit="recorded")
+    sets = [s for s in sets if not s.startswith("backends.search=")]
+    args = ["doctor", *[a for pair in sets for a in ("--set", pair)], "--set", "search.providers=google,scrapingdog,folder",
+            "--set", f"search.folder={notes}", "--data-root", str(data_root),
+            "--http-url", "https://docs.tidewater.example/sync.html"]
+    result = runner.invoke(app, args, env={"COLUMNS": "250"})
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert web.google.count() == 1 and "1 file(s) to index" in out
+    lines = [line for line in result.output.splitlines() if "search" in line]
+    assert any("google" in line for line in lines) and any("folder" in line for line in lines)
+    assert any("scrapingdog" in line and "result(s)" in line for line in lines)

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from hifirag_core import backend_registry as registry
-from hifirag_core.config import PipelineConfig
+from hifirag_core.config import PipelineConfig, search_providers
 from hifirag_core.errors import BackendError
 from hifirag_core.llm.models import object_schema
 from hifirag_core.llm.parsing import parse_queries
@@ -67,7 +67,7 @@ def check_backends(cfg: PipelineConfig, data_root: Path, *, env: dict[str, str] 
     checks = [_embeddings()]
     for role in ("filter", "writer"):
         checks.append(_model(role, cfg, guards, env, data_root))
-    checks.append(_search(cfg, guards, env, data_root, today))
+    checks += [_search(provider, cfg, guards, env, data_root, today) for provider in search_providers(cfg)]
     checks.append(_fetch(cfg, guards, env, data_root, http_url))
     if cfg.backends.reddit == "praw":
         checks.append(_reddit(cfg, guards, env, reddit_url))
@@ -175,13 +175,15 @@ def _price(cfg: PipelineConfig, model: str, data_root: Path) -> str:
     return text
 
 
-def _search(cfg: PipelineConfig, guards, env, data_root: Path, today: date | None = None) -> Check:
-    """The search provider's line, from its row of the backends table: what is missing, one cheap query, the cost."""
+def _search(provider: str, cfg: PipelineConfig, guards, env, data_root: Path, today: date | None = None) -> Check:
+    """A search provider's line (one per provider of ``search.providers``), from its row of the backends table:
+    what is missing, one cheap query, the cost."""
     from hifirag_core.backends import factory
 
-    provider = cfg.backends.search
     if provider == "local":
         return _corpus("search", cfg, data_root)
+    if provider == "folder":
+        return _folder(cfg)
     row = registry.backend("search", provider)
     per_call = cfg.limits.call_cost_usd.get(row.provider)
     cost = row.cost if per_call is None or "$" in row.cost else f"${per_call} per query; {row.cost}"
@@ -195,12 +197,25 @@ def _search(cfg: PipelineConfig, guards, env, data_root: Path, today: date | Non
         return Check("search", provider, MISSING, "set " + ", ".join([*unset, *missing]) + notice, cost)
     began = time.monotonic()
     try:
-        hits = factory.build_search_backend(cfg, guards=guards, env=env, today=today).search(PROBE_QUESTION, num=1)
+        backend = factory.build_search_backend(cfg, guards=guards, env=env, today=today, provider=provider)
+        hits = backend.search(PROBE_QUESTION, num=1)
     except BackendError as exc:
         return Check("search", provider, FAILED, (redact(str(exc)) or "") + notice, cost)
     carried = " with their text (pages are not fetched)" if row.carries_text else ""
     return Check("search", provider, OK,
                  f"{len(hits)} result(s){carried} in {time.monotonic() - began:.1f}s{notice}", cost)
+
+
+def _folder(cfg: PipelineConfig) -> Check:
+    """The ``folder`` provider's line: the folder exists and holds files it reads."""
+    from hifirag_core.corpus.folder import folder_files
+
+    folder = Path(cfg.search.folder).expanduser() if cfg.search.folder else None
+    if folder is None or not folder.is_dir():
+        return Check("search", "folder", MISSING, f"search.folder is not a folder: {cfg.search.folder!r}", "free")
+    files = len(folder_files(folder))
+    state = OK if files else MISSING
+    return Check("search", "folder", state, f"{files} file(s) to index in {folder}", "free (no network)")
 
 
 def _setting(cfg: PipelineConfig, path: str) -> object:
@@ -274,8 +289,9 @@ def profile_gaps(spec: str, cfg: PipelineConfig, env: Mapping[str, str] | None =
             if model.startswith("gemini-"):
                 gaps.append(f"the server's model name for the {role} role (models.{role} is still {model}): "
                             f"--profile {name}:MODEL@URL")
-    row = registry.backend("search", cfg.backends.search)
-    gaps += [f"{path}: {row.summary}" for path in row.settings if not _setting(cfg, path)]
+    for provider in search_providers(cfg):
+        row = registry.backend("search", provider)
+        gaps += [f"{path}: {row.summary}" for path in row.settings if not _setting(cfg, path)]
     for secret in required_secrets(cfg):
         if optional_secret(secret, env) is None:
             gaps.append(f"{' or '.join(SECRETS[secret].env)}: {SECRETS[secret].purpose}")
