@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from hifirag_core.pipeline.repair import check as find_damage
 from hifirag_core.records import AnswerRecord, RunRecord, SectionRecord
 from hifirag_core.store.disk import DiskFullError, ensure_free, free_mb, is_disk_full
 from hifirag_core.store.integrity import deep_problem, footer_problem
-from hifirag_core.store.warehouse import COMPACTED, Warehouse, WarehouseError
+from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse, WarehouseError
 
 runner = CliRunner()
 
@@ -62,6 +63,17 @@ def test_a_truncated_file_is_skipped_and_named_by_every_query_that_reads_its_tab
     assert two_runs.query("SELECT count(*) FROM sections").complete
     assert two_runs.query("SELECT count(*) FROM runs").complete
     assert not two_runs.query("SELECT count(*) FROM question_trace").complete
+
+
+def test_a_deleted_file_makes_the_queries_of_its_table_incomplete(two_runs):
+    part = two_runs.partition("sections", "old")
+    (part / COMPACTED).unlink()
+    assert two_runs.query("SELECT count(*) FROM sections").complete  # a partition just made, not yet written
+    old = time.time() - 3600
+    os.utime(part / ".lock", (old, old))
+    result = two_runs.query("SELECT count(*) FROM sections")
+    assert [(d.table, d.run_id, d.reason) for d in result.skipped] == [("sections", "old", MISSING)]
+    assert two_runs.query("SELECT count(*) FROM answers").complete
 
 
 def test_damage_in_another_run_never_blocks_a_new_run(two_runs):

@@ -84,12 +84,14 @@ EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError,
 EXIT_INCOMPLETE = 3
 
 
-def report_skipped(warehouse: Warehouse) -> None:
-    """End a command whose reads left out damaged files: one line each (the file, its table and run, the
-    command that repairs it), and exit ``EXIT_INCOMPLETE``, so the result never reads as complete."""
-    if not warehouse.skipped:
+def report_skipped(warehouse: Warehouse, run_id: str | None = None) -> None:
+    """End a command whose reads left out damaged files (of ``run_id``, for a command that reads one run): one
+    line each (the file, its table and run, the command that repairs it), and exit ``EXIT_INCOMPLETE``, so the
+    result never reads as complete."""
+    skipped = [d for d in warehouse.skipped.values() if run_id is None or d.run_id == run_id]
+    if not skipped:
         return
-    for damaged in warehouse.skipped.values():
+    for damaged in skipped:
         err.print(damaged.line(warehouse.root), style="yellow", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_INCOMPLETE)
 
