@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hifirag_core.config import ConfigError
@@ -26,7 +27,7 @@ from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.steering import SteeringError
-from hifirag_core.store.disk import DiskFullError
+from hifirag_core.store.disk import DISK_FULL, DiskFullError
 from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
@@ -97,7 +98,7 @@ def report_skipped(warehouse: Warehouse, run_id: str | None = None) -> None:
 
 
 def fail(exc: Exception) -> NoReturn:
-    err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)  # one line
     raise typer.Exit(2)
 
 
@@ -146,6 +147,8 @@ def starting_flow(module: str, name: str):
 
 def in_prefect(root: Path, flow_fn, **params):
     """Call a flow with its stage cache under ``root``, turning expected errors into clear exits."""
+    from prefect.exceptions import FailedRun
+
     from flows.environment import stage_cache_at
 
     try:
@@ -153,6 +156,10 @@ def in_prefect(root: Path, flow_fn, **params):
             return flow_fn(**params)
     except EXPECTED as exc:
         fail(exc)
+    except FailedRun as exc:  # a flow that stopped on a full disk ends Failed with its one line
+        if str(exc).startswith(DISK_FULL):
+            fail(exc)
+        raise
 
 
 class ConsoleLog:
