@@ -164,7 +164,7 @@ def test_a_run_with_a_truncated_and_a_deleted_file_comes_back_equal_from_the_sta
     first = run_flow(questions_file, run_id="damaged")
     w = Warehouse(data_root)
     before = _dump(w, "damaged")
-    assert before["answers"] and before["sections"] and before["llm_calls"]
+    assert before["answers"] and before["sections"]  # offline models make no llm_calls rows
     truncated = w.partition("answers", "damaged") / COMPACTED
     deleted = w.partition("sections", "damaged") / COMPACTED
     _truncate(truncated, 2000 if truncated.stat().st_size > 2000 else 100)
@@ -262,3 +262,28 @@ def test_a_write_that_finds_the_disk_full_leaves_nothing_half_written(small_disk
         w.key_path("answers", "r", "answer", "q0").name
     ]  # no temporary file, no half file
     assert w.query("SELECT text FROM answers").rows == [("kept",)]
+
+
+def test_the_service_answers_503_with_the_reason_below_its_floor_and_stays_healthy(tmp_path):
+    from starlette.testclient import TestClient
+
+    from hifirag_core.serving.app import create_app
+    from hifirag_core.serving.service import Service
+    from hifirag_core.serving.settings import ServiceSettings
+
+    class NoAnswerer:
+        def warm_up(self, plan) -> None:
+            pass
+
+        def answer(self, question, plan, observer):
+            raise AssertionError("a service whose disk is full takes no question")
+
+    floor = f"limits.min_free_mb={free_mb(tmp_path) + 10_000:.0f}"
+    client = TestClient(
+        create_app(Service(ServiceSettings(data_root=tmp_path, overrides=(floor,)), NoAnswerer()))
+    )
+    for path, body in (("/run", {"question": "How?"}), ("/evaluate", {"query": "How?", "iid": "1"})):
+        reply = client.post(path, json=body)
+        assert reply.status_code == 503 and reply.headers["Retry-After"] == "60", path
+        assert "disk is full" in reply.json()["error"] and "MB free" in reply.json()["error"]
+    assert client.get("/health").status_code == 200
