@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, as_completed
+from prefect.states import Failed
 from prefect.task_runners import TaskRunner
 from prefect.transactions import CommitMode, transaction
 from prefect.utilities.annotations import quote
@@ -266,6 +268,15 @@ def run_budget(ctx: RunContext) -> Budget | None:
     return guards.budget if guards is not None else None
 
 
+def _or_disk_full(work: Callable[[], Any]) -> Any:
+    """A flow's return value; a full disk ends the flow Failed with its one line instead of a traceback (the
+    caller gets ``FailedRun`` with that line: ``flows.cli.common.in_prefect`` prints it)."""
+    try:
+        return work()
+    except DiskFullError as exc:
+        return Failed(message=str(exc))
+
+
 def run_plans(plans: list[RunPlan], choice: RunnerChoice) -> list[RunSummary]:
     """Several planned runs in turn; with the dask runner and no address, one LocalCluster serves them all."""
     with shared_cluster(choice, max((p.cfg.limits.concurrency for p in plans), default=1)) as shared:
@@ -309,7 +320,7 @@ def answer_questions(
                     sample=sample, ids=ids, root=data_root, fields=fields, evidence_from=evidence_from,
                     profile=profile, config_file=config_file)
     ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
-    return run_plan(plan, choice).to_dict()
+    return _or_disk_full(lambda: run_plan(plan, choice).to_dict())
 
 
 @flow(name="answer-variants", log_prints=False)
@@ -338,7 +349,7 @@ def answer_variants(
                       config_file=config_file) for variant in variants]
     for plan in plans:
         ensure_corpus(plan.cfg, plan.data_root, get_run_logger().info)
-    return [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))]
+    return _or_disk_full(lambda: [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))])
 
 
 @flow(name="answer-runs", log_prints=False, validate_parameters=False)
@@ -350,4 +361,4 @@ def answer_runs(
 ) -> list[dict]:
     """Runs planned, checked and given their corpus by the command line (``hifirag run``, ``demo``,
     ``reprocess``): each plan is answered as made, one run per plan."""
-    return [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))]
+    return _or_disk_full(lambda: [s.to_dict() for s in run_plans(plans, RunnerChoice(runner, dask_address, dask_workers))])

@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from hifirag_core.pipeline.repair import check as find_damage
 from hifirag_core.records import AnswerRecord, RunRecord, SectionRecord
 from hifirag_core.store.disk import DiskFullError, ensure_free, free_mb, is_disk_full
 from hifirag_core.store.integrity import deep_problem, footer_problem
-from hifirag_core.store.warehouse import COMPACTED, Warehouse, WarehouseError
+from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse, WarehouseError
 
 runner = CliRunner()
 
@@ -62,6 +63,17 @@ def test_a_truncated_file_is_skipped_and_named_by_every_query_that_reads_its_tab
     assert two_runs.query("SELECT count(*) FROM sections").complete
     assert two_runs.query("SELECT count(*) FROM runs").complete
     assert not two_runs.query("SELECT count(*) FROM question_trace").complete
+
+
+def test_a_deleted_file_makes_the_queries_of_its_table_incomplete(two_runs):
+    part = two_runs.partition("sections", "old")
+    (part / COMPACTED).unlink()
+    assert two_runs.query("SELECT count(*) FROM sections").complete  # a partition just made, not yet written
+    old = time.time() - 3600
+    os.utime(part / ".lock", (old, old))
+    result = two_runs.query("SELECT count(*) FROM sections")
+    assert [(d.table, d.run_id, d.reason) for d in result.skipped] == [("sections", "old", MISSING)]
+    assert two_runs.query("SELECT count(*) FROM answers").complete
 
 
 def test_damage_in_another_run_never_blocks_a_new_run(two_runs):
@@ -152,7 +164,7 @@ def test_a_run_with_a_truncated_and_a_deleted_file_comes_back_equal_from_the_sta
     first = run_flow(questions_file, run_id="damaged")
     w = Warehouse(data_root)
     before = _dump(w, "damaged")
-    assert before["answers"] and before["sections"] and before["llm_calls"]
+    assert before["answers"] and before["sections"]  # offline models make no llm_calls rows
     truncated = w.partition("answers", "damaged") / COMPACTED
     deleted = w.partition("sections", "damaged") / COMPACTED
     _truncate(truncated, 2000 if truncated.stat().st_size > 2000 else 100)
@@ -250,3 +262,28 @@ def test_a_write_that_finds_the_disk_full_leaves_nothing_half_written(small_disk
         w.key_path("answers", "r", "answer", "q0").name
     ]  # no temporary file, no half file
     assert w.query("SELECT text FROM answers").rows == [("kept",)]
+
+
+def test_the_service_answers_503_with_the_reason_below_its_floor_and_stays_healthy(tmp_path):
+    from starlette.testclient import TestClient
+
+    from hifirag_core.serving.app import create_app
+    from hifirag_core.serving.service import Service
+    from hifirag_core.serving.settings import ServiceSettings
+
+    class NoAnswerer:
+        def warm_up(self, plan) -> None:
+            pass
+
+        def answer(self, question, plan, observer):
+            raise AssertionError("a service whose disk is full takes no question")
+
+    floor = f"limits.min_free_mb={free_mb(tmp_path) + 10_000:.0f}"
+    client = TestClient(
+        create_app(Service(ServiceSettings(data_root=tmp_path, overrides=(floor,)), NoAnswerer()))
+    )
+    for path, body in (("/run", {"question": "How?"}), ("/evaluate", {"query": "How?", "iid": "1"})):
+        reply = client.post(path, json=body)
+        assert reply.status_code == 503 and reply.headers["Retry-After"] == "60", path
+        assert "disk is full" in reply.json()["error"] and "MB free" in reply.json()["error"]
+    assert client.get("/health").status_code == 200

@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hifirag_core.backend_registry import SEARCH_CHOICES
@@ -27,7 +28,7 @@ from hifirag_core.llm.examples import ExamplesError
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.steering import SteeringError
-from hifirag_core.store.disk import DiskFullError
+from hifirag_core.store.disk import DISK_FULL, DiskFullError
 from hifirag_core.store.warehouse import Warehouse, WarehouseError
 
 # Piped output (a file, another program) gets wide lines rather than a table folded to 80 columns.
@@ -87,18 +88,20 @@ EXPECTED = (InputError, ConfigError, CorpusError, ExamplesError, WarehouseError,
 EXIT_INCOMPLETE = 3
 
 
-def report_skipped(warehouse: Warehouse) -> None:
-    """End a command whose reads left out damaged files: one line each (the file, its table and run, the
-    command that repairs it), and exit ``EXIT_INCOMPLETE``, so the result never reads as complete."""
-    if not warehouse.skipped:
+def report_skipped(warehouse: Warehouse, run_id: str | None = None) -> None:
+    """End a command whose reads left out damaged files (of ``run_id``, for a command that reads one run): one
+    line each (the file, its table and run, the command that repairs it), and exit ``EXIT_INCOMPLETE``, so the
+    result never reads as complete."""
+    skipped = [d for d in warehouse.skipped.values() if run_id is None or d.run_id == run_id]
+    if not skipped:
         return
-    for damaged in warehouse.skipped.values():
+    for damaged in skipped:
         err.print(damaged.line(warehouse.root), style="yellow", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def fail(exc: Exception) -> NoReturn:
-    err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)  # one line
     raise typer.Exit(2)
 
 
@@ -147,6 +150,8 @@ def starting_flow(module: str, name: str):
 
 def in_prefect(root: Path, flow_fn, **params):
     """Call a flow with its stage cache under ``root``, turning expected errors into clear exits."""
+    from prefect.exceptions import FailedRun
+
     from flows.environment import stage_cache_at
 
     try:
@@ -154,6 +159,10 @@ def in_prefect(root: Path, flow_fn, **params):
             return flow_fn(**params)
     except EXPECTED as exc:
         fail(exc)
+    except FailedRun as exc:  # a flow that stopped on a full disk ends Failed with its one line
+        if str(exc).startswith(DISK_FULL):
+            fail(exc)
+        raise
 
 
 class ConsoleLog:

@@ -245,7 +245,7 @@ def answers(
     """
     warehouse = Warehouse(resolve_data_root(data_root))
     print_answers(warehouse, run_id, question, detail)
-    report_skipped(warehouse)
+    report_skipped(warehouse, run_id)
 
 
 def print_sql_hints(warehouse: Warehouse, run_id: str) -> None:

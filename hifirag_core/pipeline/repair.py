@@ -33,7 +33,7 @@ from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.records.tables import TABLES
 from hifirag_core.store.integrity import DamagedFile, deep_problem, footer_problem, quarantine
-from hifirag_core.store.warehouse import COMPACTED, PER_QUESTION_TABLES, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, MISSING, PER_QUESTION_TABLES, Warehouse
 
 # cache key -> the stage's output as the stage cache holds it, or None when it holds none
 LoadOutput = Callable[[str], StageOutput | None]
@@ -69,11 +69,7 @@ def check(warehouse: Warehouse, run_id: str | None = None, deep: bool = False) -
         table, run = part.parent.name, part.name.removeprefix("run_id=")
         files = sorted(part.glob("*.parquet"))
         if not files:
-            found.append(
-                DamagedFile(
-                    part / COMPACTED, table, run, "missing: the partition has no file left (deleted?)"
-                )
-            )
+            found.append(DamagedFile(part / COMPACTED, table, run, MISSING))
         for path in files:
             if problem := probe(path):
                 found.append(DamagedFile(path, table, run, problem))

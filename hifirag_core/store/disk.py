@@ -42,11 +42,12 @@ def ensure_free(folder: Path, floor_mb: float) -> None:
     """Raise ``DiskFullError`` when the disk of ``folder`` has less than ``floor_mb`` free (0: never)."""
     if floor_mb > 0 and (free := free_mb(folder)) < floor_mb:
         raise DiskFullError(
-            f"disk full at {folder}: {free:.1f} MB free, below limits.min_free_mb={floor_mb:g}; "
+            f"{DISK_FULL} {folder}: {free:.1f} MB free, below limits.min_free_mb={floor_mb:g}; "
             f"nothing was written; {RESUME}"
         )
 
 
+DISK_FULL = "disk full at"  # how every DiskFullError line starts
 RESUME = "run the same command again once space is freed: it resumes where it stopped"
 
 
@@ -69,6 +70,6 @@ def disk_full(folder: Path, exc: BaseException | None = None) -> DiskFullError:
     if isinstance(exc, DiskFullError):
         return exc
     return DiskFullError(
-        f"disk full at {folder}: {free_mb(folder):.1f} MB free; nothing half-written is visible "
+        f"{DISK_FULL} {folder}: {free_mb(folder):.1f} MB free; nothing half-written is visible "
         f"(each write goes to a temporary file, renamed into place once whole); {RESUME}"
     )

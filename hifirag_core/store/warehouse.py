@@ -45,6 +45,8 @@ from hifirag_core.store.disk import disk_full, is_disk_full
 from hifirag_core.store.integrity import DamagedFile, footer_problem, located, mark_damaged, repair_command
 
 COMPACTED = "_compacted.parquet"
+MISSING = "missing: the partition has no file left (deleted?)"
+EMPTIED_AFTER_S = 60.0  # a partition is made just before its first write: empty for longer, it lost its files
 T = TypeVar("T")
 ALL_STAGES = "all"
 # Tables written whole per question (every stage's rows at once), keyed by question only.
@@ -307,6 +309,20 @@ class Warehouse:
                 readable.append(path)
         return readable
 
+    def _note_emptied(self, base: Path) -> None:
+        """Note each partition left without a file (its compacted file deleted, say): from its first write on, a
+        partition holds one, so one older than a write takes that holds none has lost rows."""
+        if not base.exists():
+            return
+        for part in base.iterdir():
+            if not part.is_dir() or any(part.glob("*.parquet")):
+                if (noted := self.damage.get(part / COMPACTED)) is not None and noted.reason == MISSING:
+                    del self.damage[part / COMPACTED]
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - (part / ".lock").stat().st_mtime > EMPTIED_AFTER_S:
+                    self.damage[part / COMPACTED] = located(part / COMPACTED, MISSING)
+
     def damaged_files(self, table: str | None = None) -> list[DamagedFile]:
         """The damaged files the footer checks found so far (of ``table``, or of every table)."""
         return [d for d in self.damage.values() if table is None or d.table == table]
@@ -317,6 +333,7 @@ class Warehouse:
         base = self.tables_dir / table
         files = sorted(base.glob("*/*.parquet")) if base.exists() else []
         readable = self._readable(files)
+        self._note_emptied(base)
         if not readable:
             return None
         if len(readable) == len(files):
