@@ -1,16 +1,23 @@
-"""Several search providers at once, through the fakes: Programmable Search, Scrapingdog and a folder of files.
+"""Several search providers at once, through the fakes: SearXNG, DuckDuckGo and a folder of files (or
+Programmable Search, Scrapingdog and the folder).
 
 Answers FAQ questions (the demo's sample; the FAQ pages left out of the web) with ``search.providers`` set to
-``google,scrapingdog,folder``: the two search fakes serve the documentation corpus (Programmable Search ranks
-the question's words by best passage, Scrapingdog its keywords only, so their lists differ), the folder holds
-our own notes (Markdown, text, a PDF) and a few HTML pages. It prints which providers the cited pages came
-from and the fused ranks in ``search_results`` (the SQL with its output). ``--fail`` makes Programmable Search
-fail mid-run: its first search is answered, every later one meets a 429 and then a 500 on the retry.
+``--providers`` (``searxng,duckduckgo,folder`` by default). The web providers' fakes serve the documentation
+corpus: SearXNG and Programmable Search rank the question's words by best passage, DuckDuckGo and Scrapingdog
+its keywords only, so their lists differ. SearXNG's fake listens on 127.0.0.1; ddgs reaches DuckDuckGo with its
+own HTTP client, so the stand-in client object of the tests (``tests.fakes.search_providers.FakeDDGS``) takes
+the place of ``ddgs.DDGS``. The folder holds our own notes (Markdown, text, a PDF) and a few HTML pages. It
+prints which providers the cited pages came from and the fused ranks in ``search_results`` (the SQL with its
+output). ``--fail NAME`` makes that web provider fail mid-run: its first search is answered, every later one
+meets a 429 and then a 500 on the retry (DuckDuckGo: ddgs's ``RatelimitException``, then a ``DDGSException``
+carrying a 500).
 
-    .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo [--fail] [--questions 20]
+    .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo [--providers google,scrapingdog,folder]
+        [--fail searxng] [--questions 20]
 
-Offline LLM roles (the default), Scrapingdog's scrape API as the fetcher for web pages. Each run uses its own
-data root below ``--root`` (the corpus is built once in ``--root/base`` and copied), so no cache is shared.
+Offline LLM roles (the default). Web pages are read from the corpus (``backends.fetch=local``), or through
+Scrapingdog's scrape API when Scrapingdog is listed. Each run uses its own data root below ``--root`` (the
+corpus is built once in ``--root/base`` and copied), so no cache is shared.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
+from hifirag_core.text import question_keywords  # noqa: E402
 
 FAQ = shared_data_dir() / "docs_faq" / "faq_qa.jsonl"
 
@@ -76,26 +84,6 @@ def base_root(root: Path) -> Path:
     return base
 
 
-def fail_after_first(fake, path: str) -> None:
-    """The first search is answered; every later call meets a 429, then a 500 on its retry."""
-    from tests.fakes.gemini import google_error
-    from tests.fakes.server import Fault, Response
-
-    state = {"n": 0, "next": ""}
-
-    def rate_limited(request) -> bool:
-        if not request.path.startswith(path):
-            return False
-        state["n"] += 1
-        state["next"] = "" if state["n"] == 1 else ("429" if state["n"] % 2 == 0 else "500")
-        return state["next"] == "429"
-
-    fake.inject(Fault("status", times=10**6, match=rate_limited,
-                      response=Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded"))))
-    fake.inject(Fault("status", times=10**6, match=lambda r: r.path.startswith(path) and state["next"] == "500",
-                      response=Response(500, google_error(500, "INTERNAL", "Backend Error"))))
-
-
 def show(w, title: str, sql: str, run_id: str) -> None:
     result = w.query(sql, [run_id])
     print(f"\n-- {title}\n{sql.replace('$1', repr(run_id))};")
@@ -104,15 +92,73 @@ def show(w, title: str, sql: str, run_id: str) -> None:
         print(" | ".join("" if v is None else str(v) for v in row))
 
 
+WEB_PROVIDERS = ("searxng", "duckduckgo", "google", "scrapingdog")
+
+
+def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, list[str]]:
+    """The fakes of the web providers in ``names`` (``fail`` fails after its first search), with the config
+    overrides and secrets that point the run at them."""
+    from tests.fakes.gemini import google_error
+    from tests.fakes.search_providers import FakeDDGS, SearxngFake
+    from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
+    from tests.fakes.server import Response
+
+    by_question = lambda q, n: web.search(q, num=n)  # noqa: E731
+    by_keywords = lambda q, n: web.search(" ".join(question_keywords(q)) or q, num=n)  # noqa: E731
+    fakes: dict = {}
+    overrides = ["backends.fetch=local"]
+    if "searxng" in names:
+        fakes["searxng"] = SearxngFake(search=by_question).start()
+        overrides.append(f"backends.searxng_url={fakes['searxng'].base_url}")
+        if fail == "searxng":
+            fakes["searxng"].fail_after_first("/search", too_many=Response(429, "Too Many Requests"),
+                                              error=Response(500, "Internal Server Error"))
+    if "duckduckgo" in names:
+        import ddgs
+        from ddgs.exceptions import DDGSException, RatelimitException
+
+        faults = [None, *[e for _ in range(10**4) for e in (RatelimitException("https://duckduckgo.com 202 Ratelimit"),
+                                                            DDGSException("https://duckduckgo.com 500"))]]
+        fakes["duckduckgo"] = FakeDDGS(search=by_keywords, faults=faults if fail == "duckduckgo" else None)
+        ddgs.DDGS = fakes["duckduckgo"].factory  # what the adapter calls for a client: DDGS(timeout=...)
+    if "google" in names:
+        fakes["google"] = GoogleSearchFake(search=by_question).start()
+        os.environ.update({"GOOGLE_CSE_KEY": fakes["google"].api_key, "GOOGLE_CSE_ID": fakes["google"].engine_id})
+        overrides.append(f"backends.google_search_base_url={fakes['google'].base_url}")
+        if fail == "google":
+            fakes["google"].fail_after_first(
+                "/customsearch", too_many=Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded")),
+                error=Response(500, google_error(500, "INTERNAL", "Backend Error")))
+    if "scrapingdog" in names:
+        fakes["scrapingdog"] = ScrapingdogFake(search=by_keywords, page=page).start()
+        os.environ["SCRAPINGDOG_API_KEY"] = fakes["scrapingdog"].api_key
+        overrides += ["backends.fetch=scrapingdog", f"backends.scrapingdog_base_url={fakes['scrapingdog'].base_url}"]
+    return fakes, overrides
+
+
+def calls(fakes: dict) -> str:
+    """How often each fake was asked."""
+    counts = {name: len(fake.calls) if name == "duckduckgo" else fake.count() for name, fake in fakes.items()}
+    if "scrapingdog" in fakes:
+        counts["scrapingdog scrape"] = fakes["scrapingdog"].count(lambda r: r.path.startswith("/scrape"))
+        counts["scrapingdog"] -= counts["scrapingdog scrape"]
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--questions", type=int, default=20)
-    parser.add_argument("--fail", action="store_true", help="Programmable Search fails after its first search")
+    parser.add_argument("--providers", default="searxng,duckduckgo,folder", help="search.providers of the run")
+    parser.add_argument("--fail", choices=("searxng", "duckduckgo", "google"),
+                        help="this provider fails after its first search (a 429, then a 500 on each retry)")
     parser.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
     args = parser.parse_args()
+    names = [p.strip() for p in args.providers.split(",") if p.strip()]
+    if args.fail and args.fail not in names:
+        parser.error(f"--fail {args.fail}: not among --providers {args.providers}")
     base = base_root(args.root)
-    run_root = args.root / ("run-fail" if args.fail else "run")
+    run_root = args.root / ("run-fail-" + args.fail if args.fail else "run")
     if run_root.exists():
         shutil.rmtree(run_root)
     shutil.copytree(base, run_root)
@@ -123,8 +169,6 @@ def main() -> None:
     from hifirag_core.backends.offline import LocalSearch
     from hifirag_core.corpus.store import open_corpus
     from hifirag_core.store.warehouse import Warehouse
-    from hifirag_core.text import question_keywords
-    from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
 
     configure(run_root)
     corpus = open_corpus(run_root, "docs")
@@ -134,17 +178,10 @@ def main() -> None:
         found = corpus.page(url)
         return corpus.blobs.get(found.sha256) if found is not None and url in web.index else None
 
-    google = GoogleSearchFake(search=lambda q, n: web.search(q, num=n)).start()
-    scrapingdog = ScrapingdogFake(search=lambda q, n: web.search(" ".join(question_keywords(q)) or q, num=n),
-                                  page=page).start()
-    if args.fail:
-        fail_after_first(google, "/customsearch")
-    os.environ.update({"GOOGLE_CSE_KEY": google.api_key, "GOOGLE_CSE_ID": google.engine_id,
-                       "SCRAPINGDOG_API_KEY": scrapingdog.api_key})
+    fakes, backends = start_fakes(names, web, page, args.fail)
     overrides = [f"corpus.exclude={list(FAQ_PAGE_PATTERNS)!r}".replace("'", '"'),
-                 "search.providers=google,scrapingdog,folder", f"search.folder={folder}",
-                 "backends.fetch=scrapingdog", f"backends.google_search_base_url={google.base_url}",
-                 f"backends.scrapingdog_base_url={scrapingdog.base_url}", "limits.retry_base_delay_s=0.2", *args.set]
+                 f"search.providers={','.join(names)}", f"search.folder={folder}", *backends,
+                 "limits.retry_base_delay_s=0.2", *args.set]
     from flows.answer import answer_questions
 
     began = time.perf_counter()
@@ -152,15 +189,18 @@ def main() -> None:
         summary = answer_questions(questions=str(FAQ), sample=args.questions, overrides=overrides,
                                    data_root=str(run_root))
     print(f"\nrun {summary['run_id']}: {summary['n_answered']} of {summary['n_questions']} answered in "
-          f"{time.perf_counter() - began:.0f}s; Programmable Search asked {google.count()} times, Scrapingdog "
-          f"search {scrapingdog.count(lambda r: r.path.startswith('/google'))}, scrape "
-          f"{scrapingdog.count(lambda r: r.path.startswith('/scrape'))}")
+          f"{time.perf_counter() - began:.0f}s; calls: {calls(fakes)}")
     w, run_id = Warehouse(run_root), summary["run_id"]
     show(w, "cited pages by the providers that found them",
          "SELECT s.found_by, count(DISTINCT c.url) AS cited_pages, count(DISTINCT c.question_id) AS questions "
          "FROM citations c JOIN (SELECT DISTINCT question_id, url, array_to_string(list_sort(providers), '+') "
          "AS found_by FROM search_results WHERE run_id = $1 AND status = 'ok') s "
          "ON s.question_id = c.question_id AND s.url = c.url WHERE c.run_id = $1 GROUP BY 1 ORDER BY 1", run_id)
+    show(w, "cited pages per provider (a page found by several counts for each)",
+         "SELECT p AS provider, count(DISTINCT c.url) AS cited_pages, count(DISTINCT c.question_id) AS questions "
+         "FROM citations c JOIN (SELECT DISTINCT question_id, url, unnest(providers) AS p FROM search_results "
+         "WHERE run_id = $1 AND status = 'ok') s ON s.question_id = c.question_id AND s.url = c.url "
+         "WHERE c.run_id = $1 GROUP BY 1 ORDER BY 1", run_id)
     show(w, "fused ranks: the first question's first query, its first 8 rows",
          "SELECT rank, round(fusion_score, 4) AS score, providers, provider_ranks, url FROM search_results "
          "WHERE run_id = $1 AND status = 'ok' AND query_index = 0 AND question_id = "
@@ -168,9 +208,13 @@ def main() -> None:
     show(w, "rows per provider and status",
          "SELECT p AS provider, status, count(*) AS n_rows FROM (SELECT unnest(providers) AS p, status "
          "FROM search_results WHERE run_id = $1) GROUP BY ALL ORDER BY 1, 2", run_id)
+    show(w, "failure rows",
+         "SELECT provider, status, error, count(*) AS n_rows FROM search_results WHERE run_id = $1 "
+         "AND status <> 'ok' GROUP BY ALL ORDER BY 1, 2, 3", run_id)
     show(w, "answers", "SELECT status, count(*) AS n FROM answers WHERE run_id = $1 GROUP BY 1", run_id)
-    google.stop()
-    scrapingdog.stop()
+    for fake in fakes.values():
+        if hasattr(fake, "stop"):
+            fake.stop()
 
 
 if __name__ == "__main__":

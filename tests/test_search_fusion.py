@@ -17,7 +17,7 @@ from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.types import SearchHit
 from tests.fakes.gemini import google_error
-from tests.fakes.server import Fault, Response
+from tests.fakes.server import Response
 from tests.pdfgen import pdf_document
 
 
@@ -328,40 +328,15 @@ def test_google_scrapingdog_and_a_folder_fused_in_one_run(web, folder, questions
     assert fetchers == {"folder", "scrapingdog"}
 
 
-def fail_after_first(fake, path: str) -> None:
-    """The first request to ``path`` is answered; every call after it meets a 429, then a 500 on its retry."""
-    state = {"n": 0, "next": ""}
-
-    def rate_limited(request) -> bool:
-        if not request.path.startswith(path):
-            return False
-        state["n"] += 1
-        state["next"] = "" if state["n"] == 1 else ("429" if state["n"] % 2 == 0 else "500")
-        return state["next"] == "429"
-
-    fake.inject(
-        Fault(
-            "status",
-            times=10**6,
-            match=rate_limited,
-            response=Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded")),
-        )
-    )
-    fake.inject(
-        Fault(
-            "status",
-            times=10**6,
-            match=lambda r: r.path.startswith(path) and state["next"] == "500",
-            response=Response(500, google_error(500, "INTERNAL", "Backend Error")),
-        )
-    )
-
-
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_provider_failing_mid_run_leaves_answers_from_the_others_and_its_failure_rows(
     web, folder, questions_file, data_root, run_flow
 ):
-    fail_after_first(web.google, "/customsearch")
+    web.google.fail_after_first(
+        "/customsearch",
+        too_many=Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded")),
+        error=Response(500, google_error(500, "INTERNAL", "Backend Error")),
+    )
     summary = run_flow(
         questions_file,
         providers_run(

@@ -161,6 +161,22 @@ class FakeServer:
         with self._lock:
             self._faults.clear()
 
+    def fail_after_first(self, path: str, *, too_many: Response, error: Response) -> None:
+        """The first request to ``path`` is answered; every one after it meets ``too_many`` (a 429), then
+        ``error`` (a 500) on its retry, and so on, turn by turn."""
+        state = {"n": 0, "next": ""}
+
+        def rate_limited(request: Request) -> bool:
+            if not request.path.startswith(path):
+                return False
+            state["n"] += 1
+            state["next"] = "" if state["n"] == 1 else ("429" if state["n"] % 2 == 0 else "500")
+            return state["next"] == "429"
+
+        self.inject(Fault("status", times=10**6, match=rate_limited, response=too_many))
+        self.inject(Fault("status", times=10**6, response=error,
+                          match=lambda r: r.path.startswith(path) and state["next"] == "500"))
+
     def count(self, predicate: Callable[[Request], bool] | None = None) -> int:
         """How many requests (matching ``predicate``) arrived."""
         with self._lock:
