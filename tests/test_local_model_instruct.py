@@ -62,8 +62,9 @@ def test_the_url_filter_replies_in_shape_among_decoys(smollm2_server):
     decision = filter_model(smollm2_server).select_urls(question, candidates, max_urls=3)
     print(f"\nkept: {decision.value} ({decision.method}, {decision.status}, {decision.error})")
     assert decision.method == "llm" and decision.status == "ok", decision
-    # Dropped: "keeps URL 1". SmolLM2-135M replied {"urls": []} here (2026-12-04, temperature 0), as FACTS.md
-    # saw; the reply parses, and what it keeps is a subset of the candidates.
+    # Dropped: "keeps URL 1". SmolLM2-135M replied {"urls": []} here (2026-12-04, temperature 0), as it did on
+    # the team's earlier trial of its constrained choices; the reply parses, and what it keeps is a subset of
+    # the candidates.
     assert set(decision.value) <= {0, 1, 2}
 
 
