@@ -280,7 +280,8 @@ def test_the_service_answers_503_with_the_reason_below_its_floor_and_stays_healt
 
     floor = f"limits.min_free_mb={free_mb(tmp_path) + 10_000:.0f}"
     client = TestClient(
-        create_app(Service(ServiceSettings(data_root=tmp_path, overrides=(floor,)), NoAnswerer()))
+        create_app(Service(ServiceSettings(data_root=tmp_path, overrides=(floor,)), NoAnswerer())),
+        base_url="http://127.0.0.1",  # a Host the service answers to (its access guard refuses others with 421)
     )
     for path, body in (("/run", {"question": "How?"}), ("/evaluate", {"query": "How?", "iid": "1"})):
         reply = client.post(path, json=body)
