@@ -369,13 +369,9 @@ class Warehouse:
         when the query reads its table (directly or through a view); a file whose footer reads but whose pages
         do not is found when the query meets it, and the query runs again without it."""
         for _attempt in range(_DAMAGE_RETRIES):
-            try:
+            con = None
+            try:  # connecting defines the views, so damage can show here as well as in the query
                 con = self.connect()
-            except duckdb.Error as exc:
-                if self._met_damage(exc):
-                    continue
-                raise WarehouseError(str(exc).strip()) from None
-            try:
                 cur = _while_compacting(lambda con=con: con.execute(sql, params or []))
                 columns = [d[0] for d in cur.description] if cur.description else []
                 rows = cur.fetchall()
@@ -384,7 +380,8 @@ class Warehouse:
                     continue
                 raise WarehouseError(str(exc).strip()) from None
             finally:
-                con.close()
+                if con is not None:
+                    con.close()
             read = tables_read(sql, self.view_statements_cache)
             skipped = tuple(d for d in self.damage.values() if d.table in read)
             self.skipped.update((d.path, d) for d in skipped)
