@@ -69,7 +69,7 @@ def test_google_warns_until_its_end_and_is_an_error_naming_the_alternatives_from
     with pytest.raises(ConfigError, match=r"ended on 2027-01-01.*searxng.*duckduckgo") as err:
         build_search_backend(cfg, env=env, today=registry.GOOGLE_ENDS)
     assert "google" not in str(err.value).split("choose one of")[1]
-    check = doctor_search(cfg, RunGuards(cfg.limits), env, Path("/nonexistent"), registry.GOOGLE_ENDS)
+    check = doctor_search("google", cfg, RunGuards(cfg.limits), env, Path("/nonexistent"), registry.GOOGLE_ENDS)
     assert check.status == "failed" and "ended" in check.detail
 
 
@@ -298,13 +298,13 @@ def test_gemini_grounding_returns_the_pages_it_cites(make_guards) -> None:
 
 def test_doctor_says_what_is_missing_and_checks_with_one_call(make_guards) -> None:
     cfg = cfg_for("brave")
-    check = doctor_search(cfg, make_guards(cfg), {}, Path("/nonexistent"))
+    check = doctor_search("brave", cfg, make_guards(cfg), {}, Path("/nonexistent"))
     assert (check.status, check.detail) == ("missing", "set BRAVE_API_KEY") and "$0.005" in check.cost
-    check = doctor_search(cfg_for("searxng"), make_guards(), {}, Path("/nonexistent"))
+    check = doctor_search("searxng", cfg_for("searxng"), make_guards(), {}, Path("/nonexistent"))
     assert check.status == "missing" and "backends.searxng_url" in check.detail
     with MmuSearchFake(text=lambda url: DOC) as fake:
         cfg = cfg_for("fineweb", base_urls={"clueweb22": fake.base_url})
-        check = doctor_search(cfg, make_guards(cfg), {}, Path("/nonexistent"))
+        check = doctor_search("fineweb", cfg, make_guards(cfg), {}, Path("/nonexistent"))
         assert check.status == "ok" and "with their text" in check.detail and fake.count() == 1
 
 
