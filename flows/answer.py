@@ -238,7 +238,8 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         run_id=plan.run_id, status="finished" if tally.unanswered == 0 else "partial", n_questions=len(questions),
         n_answered=tally.answered, n_failed=tally.unanswered, wall_seconds=round(time.monotonic() - started_at, 2),
         stage_computations=tally.computed, cache_hits=tally.cache_hits, llm_calls_paid=tally.paid,
-        llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, unanswered=dict(tally.reasons),
+        llm_calls_reused=tally.reused, llm_calls_unbilled=tally.unbilled, search_calls=tally.searched,
+        cost_usd=round(tally.cost_usd, 6), unanswered=dict(tally.reasons),
         backend_errors=dict(tally.backend_errors), n_abstained=tally.abstained, n_looked_again=tally.looked_again,
         follow_up_rounds=tally.rounds, data_root=str(plan.data_root),
         duckdb_path=str(warehouse.duckdb_path), notes=notes,
@@ -247,7 +248,8 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
     abstained = f" ({tally.abstained} of them abstained)" if tally.abstained else ""
     log.info(f"Run {plan.run_id} {summary.status}: {tally.answered} answered{abstained}, {tally.unanswered} without an answer, "
              f"{summary.wall_seconds:.1f}s, {tally.computed} stage computations, {tally.cache_hits} cache hits, "
-             f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled)")
+             f"{tally.paid} paid LLM calls ({tally.reused} reused, {tally.unbilled} unbilled), "
+             f"{tally.searched} searches sent, ${tally.cost_usd:.4f}")
     return summary
 
 

@@ -235,10 +235,13 @@ class Budget:
                                       f"{tokens} of {self.limit_tokens} tokens")
 
     def charge(self, *, usd: float | None = None, tokens: int | None = None) -> None:
-        """Add a finished call's cost."""
+        """Add a finished call's cost (to the run's total, and to the tally of the call being counted)."""
         with self._lock:
             self.spent_usd += usd or 0.0
             self.spent_tokens += tokens or 0
+        tally = _current_tally.get()
+        if tally is not None and usd:
+            tally.cost_usd = (tally.cost_usd or 0.0) + usd
         if self.ledger is not None and (usd or tokens):
             self.ledger.spend(usd or 0.0, tokens or 0)
 
@@ -297,6 +300,34 @@ def current_deadline() -> Deadline | None:
     return _current_deadline.get()
 
 
+@dataclass
+class CallTally:
+    """What one adapter call came to behind its guard: the attempts, the back-off waited between them (and
+    how many of them the provider had turned away for its rate limit), and the USD charged. A stage opens
+    one around each call it wants a row for (``counting``); the guard and the budget fill it in."""
+
+    attempts: int = 0
+    backoff_s: float = 0.0
+    rate_limited: int = 0
+    queued_s: float = 0.0  # waiting for a slot under the provider's concurrency and rpm limits
+    cost_usd: float | None = None
+
+
+_current_tally: contextvars.ContextVar[CallTally | None] = contextvars.ContextVar("hifirag_call_tally",
+                                                                                default=None)
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[CallTally]:
+    """Tally the guarded calls made in this context (this thread, or a copy of its context)."""
+    tally = CallTally()
+    token = _current_tally.set(tally)
+    try:
+        yield tally
+    finally:
+        _current_tally.reset(token)
+
+
 class ProviderGuard:
     """The limiter, retry policy and budget in front of one provider's calls."""
 
@@ -313,15 +344,21 @@ class ProviderGuard:
         up to ``retry.retries`` times; ``PermanentError``, budget and deadline errors are not.
         """
         attempt = 0
+        tally = _current_tally.get()
         while True:
             attempt += 1
+            if tally is not None:
+                tally.attempts += 1
             deadline = current_deadline()
             try:
                 if deadline is not None:
                     deadline.check()
                 if paid and self.budget is not None:
                     self.budget.check()
+                asked = time.monotonic()
                 with self.limiter.slot(deadline):
+                    if tally is not None:
+                        tally.queued_s += time.monotonic() - asked
                     if paid and self.budget is not None:
                         # again: the wait for a slot can be long, and other calls (other processes' too)
                         # may have spent the budget meanwhile
@@ -337,6 +374,9 @@ class ProviderGuard:
                     err = DeadlineExceededError(f"no time left to retry after: {exc}")
                     err.attempts = attempt  # type: ignore[attr-defined]
                     raise err from exc
+                if tally is not None:
+                    tally.backoff_s += wait
+                    tally.rate_limited += bool(getattr(exc, "rate_limited", False))
                 self.retry.sleep(wait)
             except (PermanentError, BudgetExceededError, DeadlineExceededError) as exc:
                 exc.attempts = attempt  # type: ignore[attr-defined]

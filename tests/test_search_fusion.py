@@ -326,6 +326,18 @@ def test_google_scrapingdog_and_a_folder_fused_in_one_run(web, folder, questions
         ).rows
     }
     assert fetchers == {"folder", "scrapingdog"}
+    # every provider asked every query once, and the paid one's calls are the run's search cost
+    asked = dict(w.query(
+        "SELECT provider, count(*) FROM search_calls WHERE run_id = ? AND status = 'ok' GROUP BY provider", [run_id]
+    ).rows)
+    (queries,) = w.query("SELECT count(DISTINCT (question_id, query)) FROM search_results WHERE run_id = ?",
+                         [run_id]).rows[0]
+    assert asked == {"google": queries, "scrapingdog": queries, "folder": queries}, (asked, queries)
+    (cost, searched) = w.query(
+        "SELECT sum(search_cost_usd), sum(search_calls_asked) FROM stage_costs WHERE run_id = ?", [run_id]
+    ).rows[0]
+    assert cost == pytest.approx(0.005 * queries) and searched == 3 * queries
+    assert summary["cost_usd"] == pytest.approx(cost) and summary["search_calls"] == 3 * queries
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -352,6 +364,15 @@ def test_a_provider_failing_mid_run_leaves_answers_from_the_others_and_its_failu
     ).rows
     assert rows and all(s == "failed" and "500" in e for s, e in rows), rows
     assert web.google.count(lambda r: r.path.startswith("/customsearch")) == 1 + 2 * len(rows)
+    calls = w.query(
+        "SELECT status, attempts, rate_limited, backoff_s, cost_usd FROM search_calls WHERE run_id = ? "
+        "AND provider = 'google' ORDER BY started_at",
+        [run_id],
+    ).rows
+    assert calls[0] == ("ok", 1, 0, 0.0, pytest.approx(0.005)), calls  # the first search was paid for
+    # each later call met a 429, backed off, and met a 500 on its retry: no charge
+    assert [c[:3] for c in calls[1:]] == [("failed", 2, 1)] * len(rows), calls
+    assert all(c[3] > 0 and c[4] is None for c in calls[1:]), calls
     (google_ok,) = w.query(
         "SELECT count(*) FROM search_results WHERE run_id = ? AND status = 'ok' "
         "AND list_contains(providers, 'google')",

@@ -200,6 +200,29 @@ def test_ddgs_rate_limits_back_off_then_the_error_says_rate_limited(make_guards,
         backend.search("python venv", num=3)
 
 
+def test_each_search_call_leaves_a_row_with_its_back_offs_and_its_cost(make_guards, sleeps) -> None:
+    """The search stage's row of one call (``search_calls``): a back-off that ended in an answer still shows,
+    and a paid provider's charge is the row's cost."""
+    from ddgs.exceptions import RatelimitException
+
+    from hifirag_core.pipeline.providers import ask
+
+    fake = FakeDDGS(faults=[RatelimitException("202 Ratelimit")] * 2)
+    hits, row = ask(ddgs_backend(fake, make_guards(cfg_for("duckduckgo"))), "python venv", 1, 3, SearchSteer())
+    assert hits and (row.status, row.hits, row.query_index, row.provider) == ("ok", len(hits), 1, "duckduckgo")
+    assert (row.attempts, row.rate_limited) == (3, 2)
+    assert row.backoff_s == pytest.approx(sum(sleeps.calls), abs=1e-3) and row.backoff_s > 0 and row.cost_usd is None
+    fake.faults = [RatelimitException("202 Ratelimit")] * 3
+    error, row = ask(ddgs_backend(fake, make_guards(cfg_for("duckduckgo"))), "python venv", 0, 3, SearchSteer())
+    assert isinstance(error, TransientError) and (row.status, row.hits, row.attempts) == ("rate_limited", None, 3)
+    assert "after 3 attempts" in row.error
+    with BraveFake() as brave:
+        cfg = cfg_for("brave", base_urls={"brave": brave.base_url})
+        backend = build_search_backend(cfg, guards=guards_with_budget(cfg, sleeps), env={"BRAVE_API_KEY": brave.api_key})
+        _, row = ask(backend, "python venv", 0, 5, SearchSteer())
+        assert (row.attempts, row.rate_limited, row.cost_usd) == (1, 0, pytest.approx(0.005))
+
+
 # --- MMU-RAGent FineWeb and ClueWeb22 -----------------------------------------------------------------------
 
 DOC = ("Creating virtual environments\n\nThe venv module creates lightweight virtual environments.\n"

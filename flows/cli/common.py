@@ -176,7 +176,7 @@ def print_summary(summary: dict) -> None:
     table = Table(title=f"Run {summary['run_id']}: {summary['status']}", show_header=False)
     for key in ("n_questions", "n_answered", "n_abstained", "n_looked_again", "follow_up_rounds", "n_failed",
                 "wall_seconds", "stage_computations", "cache_hits", "llm_calls_paid", "llm_calls_reused",
-                "llm_calls_unbilled", "duckdb_path"):
+                "llm_calls_unbilled", "search_calls", "cost_usd", "duckdb_path"):
         if key in summary and (summary[key] or key not in ("n_looked_again", "follow_up_rounds")):
             table.add_row(key.replace("_", " "), str(summary[key]))
     console.print(table)

@@ -3,7 +3,7 @@ write their rows again from the stage cache.
 
 Every stage's output is kept twice: as warehouse rows, and as the stage cache (the orchestrator's persisted
 task results, keyed by the cache key each ``stage_runs`` row records). So a run's stage tables, and its
-``llm_calls``, can be written again from the cache: the same records, stamped the same way, as the run wrote
+``llm_calls`` and ``search_calls``, can be written again from the cache: the same records, stamped the same way, as the run wrote
 them (``write_output``; a call of a stage reused from the cache is marked reused). What the cache does not
 hold is said instead: which stages a ``reprocess`` must compute again, or the command that writes the
 table again (``runs``, ``questions`` and ``stage_runs`` are the run's own bookkeeping: running the same
@@ -22,18 +22,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.output import CALL_TABLES, StageOutput, question_calls
 from hifirag_core.pipeline.reuse import StoredRun
 from hifirag_core.pipeline.specs import PIPELINE, STAGE_NAMES, spec
 from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.records.tables import TABLES
 from hifirag_core.store.integrity import DamagedFile, deep_problem, footer_problem, quarantine
-from hifirag_core.store.warehouse import COMPACTED, MISSING, PER_QUESTION_TABLES, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse
 
 # cache key -> the stage's output as the stage cache holds it, or None when it holds none
 LoadOutput = Callable[[str], StageOutput | None]
@@ -125,7 +125,7 @@ def repair(
         if damaged.path.exists():
             report.moved.append((damaged.path, quarantine(warehouse.root, damaged, when)))
     for run, table in sorted({(d.run_id, d.table) for d in found}):
-        if table in STAGE_TABLES or table == "llm_calls":
+        if table in STAGE_TABLES or table in CALL_TABLES:
             n, todo = _rebuild(warehouse, run, table, load_output)
             report.rebuilt[(run, table)] = n
             report.todo += todo
@@ -151,7 +151,7 @@ def _ledger(warehouse: Warehouse, run_id: str) -> list[StageRunRecord]:
 
 
 def _rebuild(warehouse: Warehouse, run_id: str, table: str, load_output: LoadOutput) -> tuple[int, list[str]]:
-    """Write one run's rows of a stage table (or of ``llm_calls``) again from the stage cache."""
+    """Write one run's rows of a stage table (or of a call table) again from the stage cache."""
     ledger = _ledger(warehouse, run_id)
     if not ledger:
         return 0, [
@@ -171,18 +171,15 @@ def _rebuild(warehouse: Warehouse, run_id: str, table: str, load_output: LoadOut
             continue
         outputs[(row.question_id, row.stage, row.round or 0)] = output
     written = 0
-    if table in PER_QUESTION_TABLES:  # llm_calls: every stage's calls of a question at once
+    if table in CALL_TABLES:  # every stage's calls of a question at once
         by_question: dict[str, list[StageRunRecord]] = defaultdict(list)
         for row in ledger:
             by_question[row.question_id].append(row)
         for qid, rows in by_question.items():
             if any(r.stage in lost and qid in lost[r.stage] for r in rows):
                 continue
-            calls = [
-                replace(c, cache_hit=True) if r.cached else c
-                for r in rows
-                for c in outputs[(qid, r.stage, r.round or 0)].calls
-            ]
+            pairs = ((outputs[(qid, r.stage, r.round or 0)], r.cached) for r in rows)
+            calls = question_calls(table, pairs)
             written += warehouse.write(table, calls, run_id=run_id, stage=None, question_id=qid)
     else:
         cls = TABLES[table]

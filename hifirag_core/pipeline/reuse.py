@@ -20,7 +20,7 @@ from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.plan import ReuseSpec
 from hifirag_core.pipeline.specs import spec
 from hifirag_core.questions import Question
-from hifirag_core.records import LLMCallRecord, PageRecord, Record, StageRunRecord
+from hifirag_core.records import LLMCallRecord, PageRecord, Record, SearchCallRecord, StageRunRecord
 from hifirag_core.store.warehouse import Warehouse
 
 
@@ -55,10 +55,11 @@ class StoredRun:
             return None
         records = [r for rows in found for r in rows or []]
         calls = [r for r in self._table("llm_calls").get(key, []) if isinstance(r, LLMCallRecord)]
+        searches = tuple(r for r in self._table("search_calls").get(key, []) if isinstance(r, SearchCallRecord))
         status = ledger[0].status if ledger else (records[0].status if records else "ok")
         error = ledger[0].error if ledger else None
-        return StageOutput(stage=stage, records=records, calls=calls, value=stage_spec.rebuild(question, records),
-                           status=status, error=error, round=round)
+        return StageOutput(stage=stage, records=records, calls=calls, search_calls=searches,
+                           value=stage_spec.rebuild(question, records), status=status, error=error, round=round)
 
     def pages_by_url(self) -> dict[str, PageRecord]:
         """Every page the run fetched successfully, by URL."""

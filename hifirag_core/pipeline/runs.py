@@ -31,6 +31,8 @@ class RunSummary:
     unanswered: dict[str, int] = field(default_factory=dict)  # why questions have no answer -> how many
     backend_errors: dict[str, int] = field(default_factory=dict)  # "openai <model>: failed" -> occurrences
     n_abstained: int = 0  # of n_answered: answers saying the sources found do not answer the question
+    search_calls: int = 0  # searches sent to a provider (neither reused nor answered from the search cache)
+    cost_usd: float = 0.0  # the run's own model and search calls (what reused ones cost was paid before)
     n_looked_again: int = 0  # questions that ran at least one follow-up round (a variant that looks again)
     follow_up_rounds: int = 0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core.config import LOCAL_PROVIDERS, search_providers
@@ -26,7 +26,7 @@ from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import stages, steps
-from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.output import CALL_TABLES, StageOutput, question_calls
 from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -34,7 +34,6 @@ from hifirag_core.records import (
     AnswerSentenceRecord,
     CitationRecord,
     DraftRecord,
-    LLMCallRecord,
     PageRecord,
     QueryPlanRecord,
     Record,
@@ -304,7 +303,7 @@ class StageSpec:
     def stamp(self, output: StageOutput, round: int = 0) -> StageOutput:
         """Put this stage's name and round on the output, each of its rows and each model call behind them."""
         output.stage, output.round = self.name, round
-        for item in (*output.records, *output.calls):
+        for item in (*output.records, *output.calls, *output.search_calls):
             item.stage, item.round = self.name, round
         return output
 
@@ -645,14 +644,14 @@ def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: St
 
 
 def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
-    """Persist every stage's rows and the LLM calls behind them (marked reused when the stage was), and
-    nothing of a round the question did not reach this time."""
+    """Persist every stage's rows and the model and search calls behind them (marked reused when the stage
+    was), and nothing of a round the question did not reach this time."""
     qid = result.question.id
-    calls: list[LLMCallRecord] = []
-    for output, cached in zip(result.outputs, result.cached, strict=True):
+    for output in result.outputs:
         write_output(warehouse, run_id, qid, output)
-        calls += [replace(c, cache_hit=True) if cached else c for c in output.calls]
-    warehouse.write("llm_calls", calls, run_id=run_id, stage=None, question_id=qid)
+    for table in CALL_TABLES:
+        calls = question_calls(table, zip(result.outputs, result.cached, strict=True))
+        warehouse.write(table, calls, run_id=run_id, stage=None, question_id=qid)
     warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
     # an earlier attempt under this run id that looked again more times leaves no later round behind
     warehouse.drop_rounds_after(run_id, qid, max((o.round for o in result.outputs), default=0),

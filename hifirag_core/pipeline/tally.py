@@ -1,4 +1,5 @@
-"""What a run's questions came to: answered or why not, the stage work, and the model calls paid.
+"""What a run's questions came to: answered or why not, the stage work, the model calls paid, the searches
+sent and what the run's calls cost.
 
 A model call counts as *paid* only when the model answered it and reported the tokens it bills
 (``tokens_in`` set): a refused connection, an HTTP error or a timeout reached no model and costs
@@ -39,6 +40,9 @@ class RunTally:
     paid: int = 0
     reused: int = 0
     unbilled: int = 0
+    searched: int = 0  # search calls sent to a provider (not reused, not answered from the search cache)
+    backed_off: int = 0  # of those, the ones a provider turned away for its rate limit at least once
+    cost_usd: float = 0.0  # what the run's own model and search calls cost (reused ones were paid before)
     looked_again: int = 0  # questions that ran at least one follow-up round
     rounds: int = 0  # follow-up rounds, over every question
     reasons: Counter[str] = field(default_factory=Counter)  # why a question has no answer -> questions
@@ -67,8 +71,14 @@ class RunTally:
                     self.paid += 1
                 else:
                     self.unbilled += 1
+                self.cost_usd += 0.0 if was_cached else call.cost_usd or 0.0
                 if call.status != OK and not was_cached:
                     self._error(f"{call.backend} {call.model}: {call.status}", call.error)
+            for search in output.search_calls:
+                if not was_cached and not search.cached_answer:
+                    self.searched += 1
+                    self.backed_off += search.rate_limited > 0
+                    self.cost_usd += search.cost_usd or 0.0
             if was_cached:
                 continue
             for record in output.records:
@@ -92,6 +102,9 @@ class RunTally:
             out.append(f"errors per backend: {errors}")
         if self.unbilled:
             out.append(f"{self.unbilled} model call(s) got no billed answer (not counted as paid)")
+        if self.backed_off:
+            out.append(f"{self.backed_off} of {self.searched} search call(s) were rate-limited and backed off "
+                       "(search_calls: rate_limited, backoff_s)")
         if self.looked_again:
             out.append(f"{self.looked_again} question(s) looked again when their evidence fell short: "
                        f"{self.rounds} follow-up round(s) in all (see the research_rounds view)")

@@ -146,6 +146,29 @@ class SearchResultRecord(Record):
 
 
 @dataclass(kw_only=True)
+class SearchCallRecord(Record):
+    """One provider asked one query by the search stage: what it found, what it took and what it cost.
+
+    Written whole per question like ``llm_calls`` (it is not part of the stage's output that later stages
+    read, so its timings never reach a cache key)."""
+
+    TABLE: ClassVar[str] = "search_calls"
+    query: str = ""
+    query_index: int = 0
+    provider: str = ""
+    hits: int | None = None  # results returned; None when the call failed
+    cached_answer: bool = False  # answered from the search cache (``cache/searches.sqlite``): no request sent
+    attempts: int | None = None  # requests sent, retries included; None for a provider with no guard (local)
+    rate_limited: int = 0  # of those, the ones the provider turned away for its rate limit and were retried
+    backoff_s: float = 0.0  # waited between attempts (the retry policy's back-off, or the provider's Retry-After)
+    queued_s: float = 0.0  # waited for a slot under the provider's concurrency and rpm limits
+    cost_usd: float | None = None  # charged for this call (``limits.call_cost_usd``, or what the reply says)
+    seconds: float = 0.0
+    cache_hit: bool = False  # True when the run reused the stage's stored output instead of searching again
+    started_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(kw_only=True)
 class UrlDecisionRecord(Record):
     TABLE: ClassVar[str] = "url_decisions"
     stage: str = ""  # stamped by the stage's spec
@@ -362,6 +385,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     QuestionRecord,
     QueryPlanRecord,
     SearchResultRecord,
+    SearchCallRecord,
     UrlDecisionRecord,
     PageRecord,
     SectionRecord,

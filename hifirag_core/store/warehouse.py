@@ -50,7 +50,7 @@ EMPTIED_AFTER_S = 60.0  # a partition is made just before its first write: empty
 T = TypeVar("T")
 ALL_STAGES = "all"
 # Tables written whole per question (every stage's rows at once), keyed by question only.
-PER_QUESTION_TABLES = frozenset({"llm_calls", "stage_runs"})
+PER_QUESTION_TABLES = frozenset({"llm_calls", "search_calls", "stage_runs"})
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DUCKDB_TYPES = {
     pa.string(): "VARCHAR",
@@ -116,7 +116,7 @@ class Warehouse:
         """Persist one stage's rows for one question, replacing any earlier write of the same key.
 
         ``stage=None`` writes every stage's rows of the question at once (the rows keep their own
-        ``stage``), for tables written whole per question: ``llm_calls`` and ``stage_runs``.
+        ``stage``), for tables written whole per question: ``llm_calls``, ``search_calls`` and ``stage_runs``.
 
         The run id, the question id and (unless ``stage=None``) the stage are stamped on every row (the
         records themselves are not changed, so they still fingerprint the same); a row that names
