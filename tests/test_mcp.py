@@ -1,19 +1,23 @@
 """`hifirag mcp` over stdio, driven by the official MCP SDK's own client, offline: the default backends over the
 test site's corpus, no keys, no network.
 
-One session: list the tools, `ask` one question (progress per stage, the answer with citations and ids), `sql`
-on its ledger rows (a row limit applies) and with writes (refused), then `runs`. The read-only SQL fence is also
-checked directly, statement by statement, without the server.
+Over stdio, one session: list the tools, `ask` one question (progress per stage, the answer with citations and ids), `sql`
+on its ledger rows (a row limit applies) and with writes (refused), then `runs`. Over streamable HTTP: the service's access rule (no token, 401; beyond loopback without
+one, exit 2) and a session with the token. The read-only SQL fence is also checked directly, statement by
+statement, without the server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -21,10 +25,19 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from hifirag_core.store.queries import read_only_query
 from hifirag_core.store.warehouse import Warehouse, WarehouseError
 from tests import PROJECT_ROOT
-from tests.prefect_server import prefect_server
+from tests.prefect_server import prefect_server, stop_group
+from tests.service_process import free_port
 from tests.sitegen import BASE_URL, QUESTIONS, write_examples
 
 BANDWIDTH = QUESTIONS[0]["query"]
+TOKEN = "mcp-test-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    with prefect_server(home) as url:
+        yield {"PREFECT_API_URL": url, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
 def _root(tmp_path: Path, site_dir: Path) -> Path:
@@ -44,15 +57,14 @@ def _data(result) -> dict:
 
 
 @pytest.mark.slow
-def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_path, site_dir):
+def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_path, site_dir, prefect_api):
     root = _root(tmp_path, site_dir)
     examples = write_examples(tmp_path / "examples.jsonl")
-    with prefect_server(tmp_path / "prefect-home") as api, open(tmp_path / "mcp.log", "w") as log:
+    with open(tmp_path / "mcp.log", "w") as log:
         params = StdioServerParameters(
             command=sys.executable, cwd=str(PROJECT_ROOT),
             args=["-m", "flows.cli", "mcp", "--data-root", str(root), "--set", f"generation.examples={examples}"],
-            env={**os.environ, "PREFECT_API_URL": api, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+            env={**os.environ, **prefect_api})
         progress: list[tuple[float, str | None]] = []
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -110,6 +122,59 @@ def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_pa
     # what stdout carried was the protocol alone: the served request is recorded as MCP's
     served = Warehouse(root).query("SELECT endpoint FROM served_requests WHERE question_id = ?", [ask["question_id"]])
     assert served.rows in ([], [("mcp:ask",)])  # written as the response ends; the log may still be catching up
+
+
+@pytest.mark.slow
+def test_mcp_over_http_takes_the_services_token_rule(tmp_path, site_dir, prefect_api):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    root = _root(tmp_path, site_dir)
+    env = {**os.environ, **prefect_api, "HIFIRAG_SERVICE_TOKEN": TOKEN}
+    cmd = [sys.executable, "-m", "flows.cli", "mcp", "--data-root", str(root)]
+    # beyond loopback without a token: refused before anything starts, naming the variable
+    bare = {k: v for k, v in env.items() if k != "HIFIRAG_SERVICE_TOKEN"}
+    refused = subprocess.run([*cmd, "--http", f"0.0.0.0:{free_port()}"], cwd=PROJECT_ROOT, env=bare,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "HIFIRAG_SERVICE_TOKEN" in refused.stderr
+    assert refused.stdout == ""
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with open(tmp_path / "mcp-http.log", "wb") as log:
+        proc = subprocess.Popen([*cmd, "--http", f"127.0.0.1:{port}"], cwd=PROJECT_ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while True:  # listening once the service has warmed up
+                assert proc.poll() is None, (tmp_path / "mcp-http.log").read_text()
+                try:
+                    anonymous = httpx.post(url, json={}, headers={"Accept": "application/json, text/event-stream"},
+                                           timeout=5)
+                    break
+                except httpx.HTTPError:
+                    assert time.monotonic() < deadline, "hifirag mcp --http did not listen"
+                    time.sleep(0.5)
+            assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+            foreign = httpx.post(url, json={}, headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"},
+                                 timeout=5)
+            assert foreign.status_code == 421
+
+            async def session() -> tuple[list[str], dict]:
+                async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
+                                              timeout=httpx2.Timeout(30, read=300)) as http, \
+                        streamable_http_client(url, http_client=http) as (read, write), \
+                        ClientSession(read, write) as client:
+                    await client.initialize()
+                    tools = sorted(t.name for t in (await client.list_tools()).tools)
+                    return tools, _data(await client.call_tool("sql", {"query": "SELECT 42 AS answer"}))
+
+            tools, answer = anyio.run(session)
+        finally:
+            stop_group(proc, 60)
+    assert tools == ["ask", "runs", "sql"]
+    assert answer["rows"] == [[42]]
+    assert TOKEN not in (tmp_path / "mcp-http.log").read_text()
 
 
 @pytest.mark.parametrize("sql", [
