@@ -119,9 +119,10 @@ def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_pa
     runs = seen["runs"]
     row = next(dict(zip(runs["columns"], r, strict=True)) for r in runs["rows"] if r[0] == ask["run_id"])
     assert row["questions"] >= 1
-    # what stdout carried was the protocol alone: the served request is recorded as MCP's
-    served = Warehouse(root).query("SELECT endpoint FROM served_requests WHERE question_id = ?", [ask["question_id"]])
-    assert served.rows in ([], [("mcp:ask",)])  # written as the response ends; the log may still be catching up
+    # the request is recorded as the service records its own, under MCP's name
+    served = Warehouse(root).query("SELECT endpoint, outcome FROM served_requests WHERE question_id = ?",
+                                   [ask["question_id"]])
+    assert served.rows == [("mcp:ask", "complete")]
 
 
 @pytest.mark.slow

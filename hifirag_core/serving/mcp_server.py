@@ -20,16 +20,18 @@ Nothing here knows Prefect: ``flows.service`` gives the ``Service`` its answerer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from hifirag_core.pipeline.steer import steering_conflicts
 from hifirag_core.serving.access import Access, AccessGuard
-from hifirag_core.serving.contract import BadRequest, RunRequest, parse_request, parse_sse
+from hifirag_core.serving.contract import STEP_SEPARATOR, BadRequest, RunRequest, parse_request, parse_sse
 from hifirag_core.serving.service import Service
 from hifirag_core.store.queries import list_runs, read_only_query
 from hifirag_core.store.warehouse import WarehouseError
@@ -53,19 +55,27 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
     server = MCPServer("hifirag", instructions=INSTRUCTIONS)
 
     @server.tool()
-    async def ask(question: str, ctx: Context, sites: list[str] | str | None = None,
-                  exclude_sites: list[str] | str | None = None, after: str | None = None,
-                  before: str | None = None, language: str | None = None, length: str | None = None,
-                  depth: int | None = None) -> dict[str, Any]:
+    async def ask(question: Annotated[str, Field(description="The question, as a person would ask it.")],
+                  ctx: Context,
+                  sites: Annotated[list[str] | str | None, Field(
+                      description="Domains whose pages may be sources (example.com takes its subdomains, "
+                                  "=example.com that host only).")] = None,
+                  exclude_sites: Annotated[list[str] | str | None, Field(
+                      description="Domains whose pages never are.")] = None,
+                  after: Annotated[str | None, Field(description="YYYY-MM-DD: sources published on or after.")] = None,
+                  before: Annotated[str | None, Field(description="YYYY-MM-DD: sources published on or before.")] = None,
+                  language: Annotated[str | None, Field(
+                      description="The answer's language: auto (the question's) or a code such as fr.")] = None,
+                  length: Annotated[str | None, Field(description="short, standard or long.")] = None,
+                  depth: Annotated[int | None, Field(
+                      description="Follow-up research rounds allowed when the sources fall short (0 to the "
+                                  "service's maximum).")] = None) -> dict[str, Any]:
         """Answer a question with sources: the answer (Markdown, each sentence followed by the [k] of the
         sources that support it, then the numbered sources), its cited URLs in [k] order, and the run_id and
         question_id of its rows in the warehouse (for `sql`).
 
-        Optional steering, as the service's POST /run takes it: sites and exclude_sites (domains; example.com
-        takes its subdomains, =example.com that host only), after and before (YYYY-MM-DD, both included),
-        language (auto or a code such as fr), length (short, standard or long), depth (follow-up research
-        rounds, 0 to the service's maximum). Left out: the service's own setting. A bad value is an error
-        naming the field.
+        The optional steering is the service's POST /run's, checked as it checks it; a field left out takes the
+        service's own setting, and a bad value is an error naming the field.
         """
         fields = {"question": question, "sites": sites, "exclude_sites": exclude_sites, "after": after,
                   "before": before, "language": language, "length": length, "depth": depth}
@@ -80,13 +90,16 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
         ids = {"run_id": ticket.plan.run_id, "question_id": ticket.question.id}
         last: dict[str, Any] | None = None
         finished = 0
-        async for chunk in service.stream(ticket):  # the /run stream itself: its deadline, heartbeats, redaction
-            for message in parse_sse(chunk.decode("utf-8").split("\n")).messages:
-                last = message
-                steps = (message.get("intermediate_steps") or "").split("|||---|||")
-                if message.get("is_intermediate") and len(steps) > finished and not _GROWING.match(steps[-1]):
-                    finished = len(steps)
-                    await ctx.report_progress(finished, None, steps[-1].strip().split("\n", 1)[0])
+        # The /run stream itself (its deadline, heartbeats and redaction), closed at once should the client
+        # cancel, so that the request is recorded as disconnected while the pipeline finishes and stores its rows.
+        async with contextlib.aclosing(service.stream(ticket)) as stream:
+            async for chunk in stream:
+                for message in parse_sse(chunk.decode("utf-8").split("\n")).messages:
+                    last = message
+                    steps = (message.get("intermediate_steps") or "").split(STEP_SEPARATOR)
+                    if message.get("is_intermediate") and len(steps) > finished and not _GROWING.match(steps[-1]):
+                        finished = len(steps)  # a finished stage's step (a draft still growing sends none)
+                        await ctx.report_progress(finished, None, steps[-1].strip().split("\n", 1)[0])
         if last is None or last.get("error"):
             reason = (last or {}).get("error") or "the stream ended without a message"
             raise ToolError(f"{reason} (run {ids['run_id']}, question {ids['question_id']})")
@@ -94,7 +107,9 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
                 **ids, "steps": finished}
 
     @server.tool()
-    async def sql(query: str, max_rows: int = DEFAULT_SQL_ROWS) -> dict[str, Any]:
+    async def sql(query: Annotated[str, Field(description="One SELECT (or EXPLAIN) in DuckDB's SQL.")],
+                  max_rows: Annotated[int, Field(description="Rows returned at most (1 to 1000).")] = DEFAULT_SQL_ROWS,
+                  ) -> dict[str, Any]:
         """Run one read-only SQL statement (SELECT or EXPLAIN; DuckDB's dialect) over the warehouse views:
         runs, questions, answers, citation_ledger, search_results, pages, sections, stage_costs, llm_calls,
         served_requests, ... Writes, files outside the warehouse and settings are refused. Returns columns,
@@ -114,7 +129,7 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
                 "truncated": result.truncated}
 
     @server.tool()
-    async def runs(limit: int = 20) -> dict[str, Any]:
+    async def runs(limit: Annotated[int, Field(description="Runs listed at most (1 to 200).")] = 20) -> dict[str, Any]:
         """The newest runs (at most limit, itself at most 200) with their status, variant, config and counts:
         questions, answered, reused (from the stage cache), paid model calls, seconds. A served question's run
         is the day's service run, service-<profile>-<variant>-<config>-<YYYYMMDD>."""
