@@ -1,7 +1,7 @@
 """The ``hifirag`` command: a thin shell over the flows, the warehouse and the corpus.
 
-Each command lives with its group (``run``, ``evaluate``, ``warehouse``, ``setup``, ``serve``, ``corpus``,
-``experiments``) as a plain function; this module only names them. A command checks its input, calls
+Each command lives with its group (``run``, ``evaluate``, ``warehouse``, ``setup``, ``serve``, ``mcp_server``,
+``corpus``, ``experiments``) as a plain function; this module only names them. A command checks its input, calls
 one function of ``hifirag_core`` or one flow, and prints.
 """
 
@@ -11,7 +11,7 @@ import inspect
 
 import typer
 
-from flows.cli import common, corpus, evaluate, experiments, run, serve, setup, warehouse
+from flows.cli import common, corpus, evaluate, experiments, mcp_server, run, serve, setup, warehouse
 
 app = typer.Typer(
     help="HiFi-RAG: hierarchical filtering and two-pass generation as a Prefect batch pipeline, "
@@ -28,7 +28,7 @@ COMMANDS = {
     app: {
         "run": run.run, "demo": run.demo, "answers": run.answers, "reprocess": run.reprocess,
         "eval": evaluate.eval_, "export-mmu": evaluate.export_mmu, "evaluate-remote": evaluate.evaluate_remote,
-        "serve": serve.serve,
+        "serve": serve.serve, "mcp": mcp_server.mcp,
         "sql": warehouse.sql, "runs": warehouse.runs, "funnel": warehouse.funnel, "sections": warehouse.sections,
         "variants": setup.variants, "prepare": setup.prepare, "prepare-models": setup.prepare_models,
         "doctor": setup.doctor,

@@ -16,7 +16,7 @@ class ServedRequestRecord(Record):
 
     TABLE: ClassVar[str] = "served_requests"
     stage: str = "serve"
-    endpoint: str = ""  # /run | /evaluate
+    endpoint: str = ""  # /run | /evaluate | mcp:ask (hifirag mcp)
     iid: str | None = None  # the caller's id (/evaluate)
     outcome: str = ""  # complete | deadline | disconnected | failed
     report: str = ""  # answered | abstained | draft | none (see serving.report)

@@ -5,7 +5,12 @@ Each is one function over a ``Warehouse`` that returns a ``QueryResult``, so the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
 
 from hifirag_core.store.warehouse import QueryResult, Warehouse, WarehouseError
 
@@ -16,9 +21,11 @@ RUNS_SQL = """SELECT run_id, status, variant, coalesce(parent_run_id, '') AS par
               FROM runs ORDER BY started_at DESC"""
 
 
-def list_runs(warehouse: Warehouse) -> QueryResult:
-    """Every run with its status, variant, parent, config and counts, newest first."""
-    return warehouse.query(RUNS_SQL)
+def list_runs(warehouse: Warehouse, limit: int | None = None) -> QueryResult:
+    """Every run (or the ``limit`` newest) with its status, variant, parent, config and counts, newest first."""
+    if limit is None:
+        return warehouse.query(RUNS_SQL)
+    return warehouse.query(f"{RUNS_SQL} LIMIT ?", [int(limit)])
 
 
 def funnel_summary(warehouse: Warehouse, run_ids: Sequence[str]) -> QueryResult:
@@ -54,3 +61,63 @@ def citation_ledger(warehouse: Warehouse, run_id: str, question_id: str) -> Quer
 def snapshot_known(warehouse: Warehouse, content_sha256: str) -> bool:
     """Whether a fetched page of some run was stored under this content hash (only those are served)."""
     return bool(warehouse.query("SELECT 1 FROM pages WHERE content_sha256 = ? LIMIT 1", [content_sha256]).rows)
+
+
+# --- SQL from someone else: read only, bounded -------------------------------------------------------------
+
+# What a caller who is not the warehouse's owner (an MCP client) may run: queries, and the plan of a query.
+READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
+
+@dataclass(frozen=True)
+class LimitedResult:
+    """At most ``row_limit`` rows of a query; ``truncated`` when it had more."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    row_limit: int
+    truncated: bool
+
+
+def read_only_query(warehouse: Warehouse, sql: str, *, max_rows: int, timeout_s: float) -> LimitedResult:
+    """One ``SELECT`` (or ``EXPLAIN``) over the warehouse views, refused otherwise, with at most ``max_rows``
+    rows and stopped after ``timeout_s`` seconds (``WarehouseError`` saying which).
+
+    Two fences, so that a statement the first misreads still cannot write: only a single read statement is
+    accepted (DuckDB's own parser says what each is), and the connection may then touch no file outside the
+    warehouse's tables (``enable_external_access`` off, ``allowed_directories`` the tables folder), with its
+    configuration locked, so no ``COPY ... TO``, ``ATTACH``, ``INSTALL`` or ``read_text('/etc/...')``.
+    """
+    parser = duckdb.connect(":memory:")
+    try:
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise WarehouseError(str(exc).strip()) from None
+    finally:
+        parser.close()
+    if len(statements) != 1:
+        raise WarehouseError(f"send exactly one SQL statement, not {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in READ_ONLY_STATEMENTS:
+        raise WarehouseError(f"only SELECT (or EXPLAIN) is allowed here: the warehouse is read only, "
+                             f"and this is a {kind} statement")
+    con = warehouse.connect()
+    timer = threading.Timer(timeout_s, con.interrupt)
+    try:
+        tables = warehouse.tables_dir.resolve().as_posix().rstrip("/") + "/"
+        con.execute("SET allowed_directories = ?", [[tables]])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        timer.start()
+        cur = con.execute(sql)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchmany(max_rows + 1)
+    except duckdb.InterruptException:
+        raise WarehouseError(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it "
+                             "(a WHERE on run_id, a LIMIT)") from None
+    except duckdb.Error as exc:
+        raise WarehouseError(str(exc).strip()) from None
+    finally:
+        timer.cancel()
+        con.close()
+    return LimitedResult(columns, rows[:max_rows], max_rows, len(rows) > max_rows)
