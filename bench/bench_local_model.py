@@ -81,13 +81,14 @@ def question_sets(data_root: Path, names: list[str]) -> dict[str, tuple[Path, li
 
 
 def run_set(path: Path, overrides: list[str], limit: int, root: Path, run_id: str) -> tuple[str, float]:
-    """Every stage of every question in a plain loop (no Prefect: on a loaded machine its temporary server is
-    slow to start), written to the warehouse as a run writes it: stage rows, model calls, the stage ledger."""
+    """Every stage of every question through the question runner in this process (no Prefect: on a loaded
+    machine its temporary server is slow to start), written to the warehouse as a run writes it: stage rows,
+    model calls, the stage ledger."""
     from hifirag_core.pipeline.plan import plan_run
+    from hifirag_core.pipeline.runner import QuestionRunner
     from hifirag_core.pipeline.runs import start_run
-    from hifirag_core.pipeline.specs import Trail, question_steps, write_output
+    from hifirag_core.pipeline.specs import write_result
     from hifirag_core.pipeline.wiring import build_runtime
-    from hifirag_core.records import StageRunRecord
 
     plan = plan_run(path, limit=limit, overrides=overrides, root=root, run_id=run_id)
     warehouse = Warehouse(root)
@@ -95,27 +96,7 @@ def run_set(path: Path, overrides: list[str], limit: int, root: Path, run_id: st
     rt = build_runtime(plan.context())
     began = time.monotonic()
     for q in plan.questions.questions:
-        trail = Trail(q, rt)
-        ledger, calls = [], []
-        for stage, round_no in question_steps(trail):
-            t = time.monotonic()
-            out = stage.run(q, stage.gather_for(trail, round_no), rt, round_no)
-            seconds = time.monotonic() - t
-            trail.record(out)
-            write_output(warehouse, plan.run_id, q.id, out)
-            calls += out.calls
-            ledger.append(
-                StageRunRecord(
-                    stage=out.stage,
-                    round=out.round,
-                    status=out.status,
-                    error=out.error,
-                    seconds=seconds,
-                    compute_seconds=seconds,
-                )
-            )
-        warehouse.write("llm_calls", calls, run_id=plan.run_id, stage=None, question_id=q.id)
-        warehouse.write("stage_runs", ledger, run_id=plan.run_id, stage=None, question_id=q.id)
+        write_result(warehouse, plan.run_id, QuestionRunner(q, rt).run())
     warehouse.compact_run(plan.run_id)
     return plan.run_id, time.monotonic() - began
 

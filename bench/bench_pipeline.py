@@ -75,10 +75,11 @@ def _peak_mb() -> float:
 
 
 def run_loop(root: Path, n: int) -> dict:
-    """The stages in a plain loop (no Prefect), timed per stage."""
+    """The stages through the question runner in this process (no Prefect), timed per stage."""
     from hifirag_core.pipeline.plan import plan_run
+    from hifirag_core.pipeline.runner import Executed, QuestionRunner, in_process
     from hifirag_core.pipeline.runs import start_run
-    from hifirag_core.pipeline.specs import PIPELINE, Trail, write_output
+    from hifirag_core.pipeline.specs import PIPELINE, write_output
     from hifirag_core.pipeline.wiring import build_runtime
     from hifirag_core.store.warehouse import Warehouse
 
@@ -91,15 +92,20 @@ def run_loop(root: Path, n: int) -> dict:
     cpu = dict(wall)
     answered = 0
     for q in plan.questions.questions:
-        trail = Trail(q, rt)  # the loop of pipeline.run_question, with a clock around each stage
-        for stage in PIPELINE:
+        plain = in_process(q, rt)
+
+        def clocked(stage, params, key, round, plain=plain) -> Executed:  # the plain loop, with a clock around each stage
             t, c = time.perf_counter(), _cpu()
-            trail.outputs[stage.name] = stage.run(q, stage.gather(trail), rt)
-            wall[stage.name] += time.perf_counter() - t
-            cpu[stage.name] += _cpu() - c
-        for out in trail.outputs.values():
+            try:
+                return plain(stage, params, key, round)
+            finally:
+                wall[stage.name] += time.perf_counter() - t
+                cpu[stage.name] += _cpu() - c
+
+        result = QuestionRunner(q, rt, clocked).run()
+        for out in result.outputs:
             write_output(warehouse, plan.run_id, q.id, out)
-        answered += trail["answer"].status == "ok"
+        answered += result.answer is not None and result.answer.status == "ok"
     warehouse.compact_run(plan.run_id)
     return {"seconds": time.perf_counter() - started, "cpu": _cpu() - cpu_started, "answered": answered,
             "stage_wall": wall, "stage_cpu": cpu, "peak_mb": _peak_mb()}

@@ -43,7 +43,7 @@ def _runtime(root: Path, steer: dict, examples):
 
 
 def _answer(question, rt) -> dict:
-    from hifirag_core.pipeline.specs import run_question
+    from hifirag_core.pipeline.runner import run_question
 
     return run_question(question, rt)
 

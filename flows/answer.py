@@ -30,21 +30,12 @@ from flows.environment import shared_api_url
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.config import uses_real_backends
 from hifirag_core.corpus.build import ensure_corpus
-from hifirag_core.limits import Budget, question_deadline
-from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.limits import Budget
 from hifirag_core.pipeline.plan import RunContext, RunPlan, plan_run
+from hifirag_core.pipeline.runner import Execute, Executed, QuestionRunner, StageObserver
 from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.specs import (
-    ANSWER_STAGE,
-    QuestionResult,
-    StageSpec,
-    Trail,
-    elapsed_since,
-    question_steps,
-    spec,
-    write_result,
-)
+from hifirag_core.pipeline.specs import ANSWER_STAGE, QuestionResult, StageSpec, Trail, spec, write_result
 from hifirag_core.pipeline.tally import RunTally
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, StageRunRecord
@@ -54,105 +45,56 @@ from hifirag_core.web.fetch_health import fetch_warnings
 from tasks.limits import prefect_ledger
 from tasks.stages import STAGE_TASKS, resolve
 
-# Called in the question's thread as each stage finishes (the service streams the steps from it).
-StageObserver = Callable[[StageOutput, StageRunRecord], None]
+
+def _stage_tasks(question: Question, ctx: RunContext, rt: Runtime) -> Execute:
+    """The runner's ``execute`` in the flow: each stage as its Prefect task (cached under the runner's key,
+    retried, its result persisted); a result the disk had no room for ends as ``DiskFullError``."""
+
+    def execute(stage: StageSpec, params: dict[str, Any], key: str, round: int) -> Executed:
+        # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
+        # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
+        state = _task(stage, question, rt, round)(question=question, ctx=ctx, params=quote(params),
+                                                  cache_key=key, round=round, return_state=True)
+        try:
+            if state.is_completed():
+                return Executed(state.result(), cached=state.name == "Cached")
+            error = state.result(raise_on_failure=False)
+        except Exception as exc:
+            if is_disk_full(exc):
+                raise disk_full(results_folder(), exc) from None
+            raise
+        if is_disk_full(error):  # its result could not be stored: the runner stops the question
+            raise disk_full(results_folder(), error) from None
+        return Executed(error=error)
+
+    return execute
 
 
-class _StageRunner:
-    """Runs one question's stage tasks in pipeline order.
-
-    A stage's output comes from another run's rows when the run reuses them (a reprocess, or pinned
-    evidence), else from its task; failures and a passed deadline leave the stage's fallback rows.
-    """
-
-    def __init__(self, question: Question, ctx: RunContext, rt: Runtime, observer: StageObserver | None = None):
-        self.question = question
-        self.ctx = ctx
-        self.rt = rt
-        self.started = time.monotonic()
-        self.trail = Trail(question, rt)
-        self.result = QuestionResult(question)
-        self.observer = observer
-
-    def __call__(self, stage: StageSpec, round: int = 0) -> StageOutput:
-        began = time.monotonic()
-        cached, key, source = False, None, None
-        stored = self.rt.reuse.stored_output(stage.name, self.question, round) if self.rt.reuse else None
-        if stored is not None:
-            (output, source), cached = stored, True
-        elif began - self.started > self.rt.cfg.limits.deadline_s:
-            output = stage.failed(self.question, self.trail, "the question's deadline passed",
-                                  status="deadline_exceeded", round=round)
-        else:
-            params = stage.gather_for(self.trail, round)
-            # the key the task's cache policy computes too (Prefect does not hand it back), for the ledger
-            key = stage.cache_key(self.question, params, self.rt, round)
-            # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
-            # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
-            state = self._task(stage, round)(question=self.question, ctx=self.ctx, params=quote(params),
-                                             cache_key=key, round=round, return_state=True)
-            try:
-                if state.is_completed():
-                    output, cached = state.result(), state.name == "Cached"
-                else:
-                    error = state.result(raise_on_failure=False)
-                    if is_disk_full(error):  # its result could not be stored: stop, never a fallback row
-                        raise error
-                    output = stage.failed(self.question, self.trail, error, round=round)
-            except Exception as exc:
-                if is_disk_full(exc):
-                    raise disk_full(results_folder(), exc) from None
-                raise
-        self.trail.record(output)
-        self.result.outputs.append(output)
-        self.result.ledger.append(StageRunRecord(
-            stage=stage.name, round=round, status=output.status, error=output.error, cached=cached,
-            source_run_id=source, seconds=elapsed_since(began), cache_key=key, n_rows=len(output.records),
-            compute_seconds=output.compute_seconds, cpu_seconds=output.cpu_seconds,
-        ))
-        if self.observer is not None:
-            self.observer(output, self.result.ledger[-1])
-        return output
-
-    def may_look_again(self) -> bool:
-        """Whether a follow-up round may start: enough of the deadline is left for the writer and the
-        checks after it, and the run's budget is not spent."""
-        research, limits = self.rt.cfg.research, self.rt.cfg.limits
-        if time.monotonic() - self.started > limits.deadline_s * (1 - research.min_deadline_left):
-            return False
-        budget = self.rt.guards.budget if self.rt.guards is not None else None
-        return not (budget is not None and budget.exhausted)
-
-    def _task(self, stage: StageSpec, round: int):
-        options: dict = {}
-        hours = stage.max_age_hours(self.rt.cfg)
-        if hours is not None:  # a live result expires; its age is part of the cache key too, so a shorter
-            options["cache_expiration"] = timedelta(hours=hours)  # age applies at once
-        if self.rt.reuse and self.rt.reuse.recompute(stage.name, self.question.id, round):
-            options["refresh_cache"] = True  # a reprocess recomputes, cached or not
-        stage_task = STAGE_TASKS[stage.name]
-        return stage_task.with_options(**options) if options else stage_task
+def _task(stage: StageSpec, question: Question, rt: Runtime, round: int):
+    """The stage's task with this step's options: a live result expires, and a reprocess recomputes."""
+    options: dict = {}
+    hours = stage.max_age_hours(rt.cfg)
+    if hours is not None:  # a live result expires; its age is part of the cache key too, so a shorter
+        options["cache_expiration"] = timedelta(hours=hours)  # age applies at once
+    if rt.reuse and rt.reuse.recompute(stage.name, question.id, round):
+        options["refresh_cache"] = True  # a reprocess recomputes, cached or not
+    stage_task = STAGE_TASKS[stage.name]
+    return stage_task.with_options(**options) if options else stage_task
 
 
 @task(name="answer_question", task_run_name="question-{question.id}", cache_policy=NO_CACHE,
       persist_result=False)
 def answer_question(question: Question, ctx: RunContext, observer: StageObserver | None = None) -> QuestionResult:
-    """One question through the whole pipeline; each stage is its own cached, retried task.
+    """One question through the whole pipeline (``QuestionRunner``); each stage is its own cached, retried task.
 
     ``observer`` (threads only: it does not cross processes) sees each stage's output as it finishes.
     """
-    run = _StageRunner(question, ctx, resolve(ctx), observer)
+    rt = resolve(ctx)
+    runner = QuestionRunner(question, rt, _stage_tasks(question, ctx, rt), observer)
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
     # results only when the whole question ends: a crash mid-question would lose every finished stage.
-    try:
-        with (question_deadline(ctx.cfg.limits.deadline_s, start=run.started),
-              transaction(commit_mode=CommitMode.EAGER)):
-            for stage, round_no in question_steps(run.trail, run.may_look_again):
-                run(stage, round_no)
-    except DiskFullError as exc:  # the question stops; the run says so once (run_plan)
-        run.result.disk_full = str(exc)
-    run.result.seconds = time.monotonic() - run.started
-    return run.result
+    with transaction(commit_mode=CommitMode.EAGER):
+        return runner.run()
 
 
 def _submit_windowed(questions: list[Question], ctx: RunContext, runner: TaskRunner, window: int):

@@ -3,11 +3,11 @@
 A stage task receives the question, the run's serializable ``RunContext`` and the parameters its
 spec gathered from earlier stages; it resolves the context into this process's live runtime
 (built once per process) and calls the stage function. The flow passes those parameters quoted
-(finished outputs, never futures: Prefect need not walk their records) and the cache key it has
-already computed for its ledger. From the spec it takes:
+(finished outputs, never futures: Prefect need not walk their records) and the cache key the question
+runner computed (``StageSpec.cache_key``: inputs, config slice, model identity, version), which is the
+task's cache key too, so identical work is never paid twice, across runs, variants and processes.
+From the spec it takes:
 
-* its cache key (inputs, config slice, model identity, version), so identical work is never paid
-  twice, across runs, variants and processes;
 * its retries: stages that do IO retry twice with backoff, and only on ``TransientError`` (a
   backend that was down or rate-limited), never on a bug in the stage's own code.
 
@@ -27,7 +27,6 @@ from prefect import Task, task
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
 from prefect.states import State
-from prefect.utilities.annotations import quote
 
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.plan import RunContext
@@ -46,12 +45,10 @@ def resolve(ctx: RunContext) -> Runtime:
 
 def _cache_key(stage: StageSpec) -> Callable[[TaskRunContext, dict[str, Any]], str]:
     def key(_context: TaskRunContext, parameters: dict[str, Any]) -> str:
-        if parameters.get("cache_key"):  # the flow computed it already (for its ledger)
-            return parameters["cache_key"]
-        params = parameters["params"]
-        params = params.unquote() if isinstance(params, quote) else params  # the flow quotes them
-        return stage.cache_key(parameters["question"], params, resolve(parameters["ctx"]),
-                               parameters.get("round", 0))
+        # computed once, by the question runner (``hifirag_core.pipeline.runner``), which also puts it in its ledger
+        if not parameters.get("cache_key"):
+            raise ValueError(f"the {stage.name} task needs the cache key its question runner computed")
+        return parameters["cache_key"]
 
     return key
 

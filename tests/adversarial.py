@@ -25,7 +25,7 @@ from pathlib import Path
 from hifirag_core.corpus.build import build_from_folder
 from hifirag_core.corpus.store import corpus_at
 from hifirag_core.pipeline.plan import plan_run
-from hifirag_core.pipeline.specs import run_question
+from hifirag_core.pipeline.runner import run_question
 from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.records import AnswerRecord, CitationRecord, SectionRecord, UrlDecisionRecord
 from tests.sitegen import BASE_URL

@@ -15,7 +15,7 @@ import pytest
 from hifirag_core.config import build_config
 from hifirag_core.llm.examples import resolve_example_set
 from hifirag_core.pipeline.plan import RunContext
-from hifirag_core.pipeline.specs import run_trail
+from hifirag_core.pipeline.runner import run_trail
 from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.questions import Question
 from hifirag_core.records import content_row

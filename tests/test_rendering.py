@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hifirag_core.pipeline.specs import question_depth
+from hifirag_core.pipeline.runner import question_depth
 from hifirag_core.questions import Question
 from hifirag_core.serving.contract import (
     BadRequest,

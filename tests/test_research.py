@@ -13,7 +13,8 @@ import pytest
 
 from hifirag_core.evidence.sufficiency import check_coverage, followup_queries, question_parts
 from hifirag_core.llm.parsing import parse_sufficiency
-from hifirag_core.pipeline.specs import ROUND, STAGE_NAMES, Trail, question_steps
+from hifirag_core.pipeline.runner import question_steps
+from hifirag_core.pipeline.specs import ROUND, STAGE_NAMES, Trail
 from hifirag_core.questions import Question
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.types import SourceSection
@@ -113,18 +114,18 @@ def test_a_round_starts_only_while_the_runner_allows_it(data_root):
 
 def _rounds_through_the_runner(data_root, overrides: list[str], *, spent_share: float = 0.0,
                                budget=None) -> list[tuple[str, int]]:
-    """The steps of a two-part question whose first pass falls short, paced by the flow's own stage runner
-    (``_StageRunner.may_look_again``), each stage run in this process (no Prefect engine); ``spent_share``:
-    the share of the question's deadline already gone when it starts."""
+    """The steps of a two-part question whose first pass falls short, paced by the question runner the flow
+    uses (``QuestionRunner.may_look_again``), each stage run in this process (no Prefect engine);
+    ``spent_share``: the share of the question's deadline already gone when it starts."""
     import time
 
-    from flows.answer import _StageRunner
     from hifirag_core.limits import RunGuards
+    from hifirag_core.pipeline.runner import QuestionRunner
 
     rt = _runtime(data_root, "final_deep", [*ONE_PAGE, *overrides])
     if budget is not None:
         rt.guards = RunGuards(rt.cfg.limits, budget=budget)
-    runner = _StageRunner(Question("R1", TWO_PART, None, 1), None, rt)
+    runner = QuestionRunner(Question("R1", TWO_PART, None, 1), rt)
     runner.started = time.monotonic() - spent_share * rt.cfg.limits.deadline_s
     steps = []
     for stage, round_no in question_steps(runner.trail, runner.may_look_again):

@@ -10,13 +10,13 @@ from pydantic import BaseModel
 from hifirag_core.config import build_config
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.plan import RunContext
+from hifirag_core.pipeline.runner import question_steps
 from hifirag_core.pipeline.specs import (
     IO_RETRY,
     PIPELINE,
     STAGE_NAMES,
     StageSpec,
     Trail,
-    question_steps,
     spec,
 )
 from hifirag_core.pipeline.variants import VARIANTS, variant_overrides

@@ -284,7 +284,7 @@ def steered_root(tmp_path: Path) -> Path:
 def _answer(root: Path, examples_file: Path, steer: dict, question: Question | None = None) -> dict:
     from hifirag_core.llm.examples import resolve_example_set
     from hifirag_core.pipeline.plan import RunContext
-    from hifirag_core.pipeline.specs import run_question
+    from hifirag_core.pipeline.runner import run_question
     from hifirag_core.pipeline.wiring import build_runtime
 
     cfg = build_config(overrides={"steer": steer})

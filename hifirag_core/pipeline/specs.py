@@ -4,19 +4,19 @@ A spec says everything the orchestration needs to know about a stage, in one pla
 position, the records it writes, its code version, the config fields it reads (the slice that
 enters its cache key), the model role it calls, whether it does IO (and so how it is retried), what
 it leaves when it fails, how its ``value`` is rebuilt from stored rows, and how its parameters are
-gathered from the outputs before it. Tasks, the flow's stage runner, reuse and reprocess, the CLI's
+gathered from the outputs before it. Tasks, the question runner, reuse and reprocess, the CLI's
 stage choices and the reprocess flow's typed parameter all derive from ``PIPELINE``.
 
 Adding a stage is one spec here and one function in ``hifirag_core.pipeline.stages``.
 
-``run_question`` runs every stage of one question in a plain loop, without Prefect: the benchmarks'
-baseline, and the same order and gathering the flow uses.
+The order of a question's steps and the policy around each (reuse, the deadline, fallbacks, the ledger)
+are ``hifirag_core.pipeline.runner``'s, shared by the flow and the plain loop.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -476,7 +476,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     # Looking again (beyond the paper; the research variants): does the evidence of every round so far cover
     # the question? If not, a follow-up round plans searches for what is missing, then runs search, the URL
-    # filter, fetch, sections and ranking on what is new, and this check again (``question_steps``).
+    # filter, fetch, sections and ranking on what is new, and this check again (``runner.question_steps``).
     StageSpec(
         "sufficiency", (SufficiencyRecord,), "1", ("research", *_FILTER_MODEL),
         stages.check_sufficiency,
@@ -545,43 +545,6 @@ ROUND: tuple[StageSpec, ...] = tuple(SPECS[name] for name in ("followup", "searc
                                                               "section_rank", "sufficiency"))
 
 
-def question_steps(trail: Trail, may_look_again: Callable[[], bool] = lambda: True
-                   ) -> Iterator[tuple[StageSpec, int]]:
-    """Every (stage, round) of one question, in order, as the trail grows (consume it one step at a time).
-
-    The first pass runs the pipeline's stages (the research stages only in a variant that looks again).
-    After its sufficiency check, while the last check falls short, rounds are left (``research.max_rounds``,
-    or the question's own ``depth`` when lower) and ``may_look_again()`` (the runner's deadline and budget) agrees, a follow-up round runs; a round
-    whose plan has no new search ends the looking.
-    """
-    assert trail.rt is not None, "a trail without a runtime cannot run a stage"
-    research = trail.rt.cfg.research
-    for spec in PIPELINE:
-        if not spec.first_pass or (spec.research and not research.enabled):
-            continue
-        yield spec, 0
-        if spec is SPECS["sufficiency"]:
-            yield from _follow_up_rounds(trail, question_depth(trail.question, research.max_rounds), may_look_again)
-
-
-def question_depth(question: Question, max_rounds: int) -> int:
-    """The follow-up rounds a question may run: its own ``depth`` (a service request's) under the config's."""
-    depth = question.meta.get("depth")
-    return min(max_rounds, depth) if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else max_rounds
-
-
-def _follow_up_rounds(trail: Trail, max_rounds: int, may_look_again: Callable[[], bool]
-                      ) -> Iterator[tuple[StageSpec, int]]:
-    for round_no in range(1, max_rounds + 1):
-        if not trail.falls_short() or not may_look_again():
-            return
-        for spec in ROUND:
-            yield spec, round_no
-            plan = trail.at("followup", round_no)
-            if spec is ROUND[0] and (plan is None or not plan.value):
-                return  # nothing left to search for that was not searched before
-
-
 def writer_outputs(outputs: Mapping[str, StageOutput]) -> list[StageOutput]:
     """The writer's passes a question has finished so far, in pipeline order."""
     return [outputs[name] for name in WRITER_STAGES if name in outputs]
@@ -618,20 +581,6 @@ class QuestionResult:
     @property
     def answer(self) -> StageOutput | None:
         return next((o for o in self.outputs if o.stage == ANSWER_STAGE), None)
-
-
-def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
-    """Every stage of one question in a plain loop (no orchestrator, no cache, no retries): the first pass's
-    outputs by stage (a follow-up round's are in the trail's ``rounds``; ``run_trail`` returns them all)."""
-    return run_trail(question, rt).outputs
-
-
-def run_trail(question: Question, rt: Runtime) -> Trail:
-    """Every (stage, round) of one question in a plain loop; the trail holds every output."""
-    trail = Trail(question, rt)
-    for stage, round_no in question_steps(trail):
-        trail.record(stage.run(question, stage.gather_for(trail, round_no), rt, round_no))
-    return trail
 
 
 def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:

@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,6 +43,7 @@ from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.llm.streaming import listening
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.plan import RunPlan
+from hifirag_core.pipeline.runner import StageObserver
 from hifirag_core.pipeline.specs import ANSWER_STAGE, QuestionResult, Trail, spec, write_result
 from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord, utcnow
@@ -70,8 +71,6 @@ from hifirag_core.store.disk import free_mb, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 
 log = logging.getLogger("hifirag.service")
-
-StageObserver = Callable[[StageOutput, StageRunRecord], None]
 
 
 class QuestionAnswerer(Protocol):
