@@ -84,10 +84,10 @@ def run_set(path: Path, overrides: list[str], limit: int, root: Path, run_id: st
     """Every stage of every question through the question runner in this process (no Prefect: on a loaded
     machine its temporary server is slow to start), written to the warehouse as a run writes it: stage rows,
     model calls, the stage ledger."""
+    from hifirag_core.pipeline.persistence import write_result
     from hifirag_core.pipeline.plan import plan_run
     from hifirag_core.pipeline.runner import QuestionRunner
     from hifirag_core.pipeline.runs import start_run
-    from hifirag_core.pipeline.specs import write_result
     from hifirag_core.pipeline.wiring import build_runtime
 
     plan = plan_run(path, limit=limit, overrides=overrides, root=root, run_id=run_id)

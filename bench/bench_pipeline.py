@@ -76,10 +76,11 @@ def _peak_mb() -> float:
 
 def run_loop(root: Path, n: int) -> dict:
     """The stages through the question runner in this process (no Prefect), timed per stage."""
+    from hifirag_core.pipeline.persistence import write_output
     from hifirag_core.pipeline.plan import plan_run
     from hifirag_core.pipeline.runner import Executed, QuestionRunner, in_process
     from hifirag_core.pipeline.runs import start_run
-    from hifirag_core.pipeline.specs import PIPELINE, write_output
+    from hifirag_core.pipeline.specs import PIPELINE
     from hifirag_core.pipeline.wiring import build_runtime
     from hifirag_core.store.warehouse import Warehouse
 

@@ -31,19 +31,21 @@ from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.config import uses_real_backends
 from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.limits import Budget
+from hifirag_core.pipeline.persistence import write_result
 from hifirag_core.pipeline.plan import RunContext, RunPlan, plan_run
-from hifirag_core.pipeline.runner import Execute, Executed, QuestionRunner, StageObserver
+from hifirag_core.pipeline.runner import Execute, Executed, QuestionResult, QuestionRunner, StageObserver
 from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.specs import ANSWER_STAGE, QuestionResult, StageSpec, Trail, spec, write_result
+from hifirag_core.pipeline.specs import ANSWER_STAGE, StageSpec, spec
 from hifirag_core.pipeline.tally import RunTally
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, StageRunRecord
 from hifirag_core.store.disk import DiskFullError, disk_full, ensure_free, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.web.fetch_health import fetch_warnings
 from tasks.limits import prefect_ledger
-from tasks.stages import STAGE_TASKS, resolve
+from tasks.stage_tasks import STAGE_TASKS, resolve
 
 
 def _stage_tasks(question: Question, ctx: RunContext, rt: Runtime) -> Execute:

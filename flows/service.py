@@ -11,11 +11,11 @@ from pathlib import Path
 from flows.answer import answer_question
 from flows.environment import shared_api_url, stage_cache_at
 from hifirag_core.pipeline.plan import RunPlan
-from hifirag_core.pipeline.specs import QuestionResult
+from hifirag_core.pipeline.runner import QuestionResult
 from hifirag_core.questions import Question
 from hifirag_core.serving.service import Service, StageObserver
 from hifirag_core.serving.settings import ServiceSettings
-from tasks.stages import resolve
+from tasks.stage_tasks import resolve
 
 
 class PrefectAnswerer:

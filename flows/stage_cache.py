@@ -1,6 +1,6 @@
 """The stage cache as the warehouse's repair reads it: a stage's output by its cache key.
 
-The stage tasks persist their results (``tasks.stages``) under ``cache/prefect-results`` in the data root
+The stage tasks persist their results (``tasks.stage_tasks``) under ``cache/prefect-results`` in the data root
 (``flows.environment.results_path``), one file per cache key, in Prefect's result record format; this
 reads one back without a Prefect server.
 """
@@ -18,7 +18,7 @@ def cached_outputs(data_root: Path) -> Callable[[str], StageOutput | None]:
     """A stage's persisted output by its cache key, or None when the cache has none (or it does not read)."""
     from prefect.results import ResultRecord
 
-    import tasks.stages  # noqa: F401  (results cached before a module moved load through its aliases)
+    import tasks.stage_tasks  # noqa: F401  (results cached before a module moved load through its aliases)
 
     folder = results_path(data_root)
 

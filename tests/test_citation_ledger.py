@@ -50,9 +50,9 @@ def test_the_citation_ledger_of_a_computed_answer_points_at_its_sections_and_sna
 ):
     from hifirag_core.config import build_config
     from hifirag_core.llm.examples import resolve_example_set
+    from hifirag_core.pipeline.persistence import write_output
     from hifirag_core.pipeline.plan import RunContext
     from hifirag_core.pipeline.runner import run_question
-    from hifirag_core.pipeline.specs import write_output
     from hifirag_core.pipeline.wiring import build_runtime
     from hifirag_core.store.warehouse import Warehouse
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from hifirag_core.config import build_config, caps_apply
 from hifirag_core.limits import Budget
-from hifirag_core.pipeline.context import CHARS_PER_TOKEN, MIN_CONTENT_TOKENS, context_limit
+from hifirag_core.pipeline.context import CHARS_PER_TOKEN, MIN_CONTENT_TOKENS, build_sources, context_limit
 from hifirag_core.pipeline.output import StageOutput
-from hifirag_core.pipeline.stages import build_sources
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, SectionDecisionRecord, SectionRecord
 

@@ -9,14 +9,16 @@ import pytest
 
 from hifirag_core.backends.factory import build_fetcher
 from hifirag_core.config import build_config
-from hifirag_core.pipeline import stages
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import EarlyWork
+from hifirag_core.pipeline.stages import fetch
+from hifirag_core.pipeline.stages.sections import split_sections
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord, SectionRecord, UrlDecisionRecord
 from hifirag_core.store.blobs import BlobStore
 from hifirag_core.store.page_cache import PageCache
 from hifirag_core.store.warehouse import Warehouse
+from hifirag_core.types import RETRYABLE_FETCH_STATUSES
 from hifirag_core.web.fetch_health import domain_of, fetch_warnings
 from tests.conftest import corpus_web
 from tests.fakes.search_servers import ScrapingdogFake
@@ -57,7 +59,7 @@ PAGES = {
 def test_a_challenge_page_is_recorded_blocked_and_never_sectioned(tmp_path, make_guards) -> None:
     with ScrapingdogFake(page=PAGES) as fake:
         rt = runtime(tmp_path, fake, make_guards)
-        pages = stages.fetch_pages(QUESTION, decisions(*PAGES), rt)
+        pages = fetch.fetch_pages(QUESTION, decisions(*PAGES), rt)
     by_url = {p.url: p for p in pages.records}
     wall = by_url["https://wall.example/a"]
     assert (wall.status, wall.block_reason, wall.content_sha256) == ("blocked", "challenge:cloudflare", None)
@@ -65,7 +67,7 @@ def test_a_challenge_page_is_recorded_blocked_and_never_sectioned(tmp_path, make
     assert [by_url[u].status for u in list(PAGES)[1:]] == ["ok", "ok", "ok"]
     assert by_url["https://reports.example/guide.pdf"].kind == "pdf"
 
-    sections = stages.split_sections(QUESTION, pages, rt)
+    sections = split_sections(QUESTION, pages, rt)
     urls = {s.url for s in sections.records}
     assert "https://wall.example/a" not in urls  # no row at all: nothing of it reaches a prompt
     pdf = [s for s in sections.records if s.url == "https://reports.example/guide.pdf"]
@@ -84,14 +86,14 @@ def test_a_cached_page_is_judged_again_when_reused(tmp_path, make_guards) -> Non
                          content_type="text/html", content_sha256=blobs.put(CHALLENGE), n_bytes=len(CHALLENGE)))
     with ScrapingdogFake(page=PAGES) as fake:
         rt = runtime(tmp_path, fake, make_guards, page_cache=cache)
-        pages = stages.fetch_pages(QUESTION, decisions("https://wall.example/a"), rt)
+        pages = fetch.fetch_pages(QUESTION, decisions("https://wall.example/a"), rt)
         assert fake.count() == 0
     (page,) = pages.records
     assert (page.status, page.block_reason, page.reused_from) == ("blocked", "challenge:cloudflare", "page-cache")
 
 
 def test_blocked_fetches_are_not_retried() -> None:
-    assert "blocked" not in stages.RETRYABLE_FETCH_STATUSES and "refused" not in stages.RETRYABLE_FETCH_STATUSES
+    assert "blocked" not in RETRYABLE_FETCH_STATUSES and "refused" not in RETRYABLE_FETCH_STATUSES
 
 
 def page(url: str, status: str = "ok", reason: str | None = None) -> PageRecord:

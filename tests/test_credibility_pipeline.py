@@ -10,7 +10,7 @@ from hifirag_core.corpus.store import Corpus
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.plan import RunContext
-from hifirag_core.pipeline.stages import filter_urls
+from hifirag_core.pipeline.stages.url_filter import filter_urls
 from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.questions import Question

@@ -74,7 +74,7 @@ def test_a_changed_stage_setting_recomputes_that_stage_and_not_the_ones_before(q
 def test_a_failing_backend_leaves_status_rows_and_the_run_goes_on(questions_file, data_root, run_flow, monkeypatch):
     from hifirag_core.backends.offline import LocalFetcher
     from hifirag_core.errors import TransientError
-    from tasks.stages import STAGE_TASKS
+    from tasks.stage_tasks import STAGE_TASKS
 
     def broken(self, url):
         raise TransientError("connection reset")

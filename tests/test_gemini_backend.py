@@ -8,7 +8,7 @@ from hifirag_core.backends.factory import build_chat_model, build_filter_model, 
 from hifirag_core.backends.gemini import GeminiChatModel
 from hifirag_core.config import build_config
 from hifirag_core.limits import Budget, RunGuards
-from hifirag_core.llm.models import object_schema
+from hifirag_core.llm.job import object_schema
 from hifirag_core.types import ChatTurn
 from tests.fakes.gemini import GeminiFake
 from tests.fakes.server import Fault

@@ -11,13 +11,10 @@ from collections import deque
 import numpy as np
 import pytest
 
-from hifirag_core.llm.models import (
-    LLMFilterModel,
-    LLMWriterModel,
-    apply_fallback,
-    object_schema,
-)
+from hifirag_core.llm.filter_model import LLMFilterModel
+from hifirag_core.llm.job import apply_fallback, object_schema
 from hifirag_core.llm.prompts import PromptSet
+from hifirag_core.llm.writer_model import LLMWriterModel
 from hifirag_core.records import LLMCallRecord
 from hifirag_core.types import (
     ChatReply,

@@ -10,7 +10,7 @@ from hifirag_core.backends.factory import build_chat_model, build_filter_model
 from hifirag_core.backends.openai_compat import OpenAIChatModel
 from hifirag_core.config import ModelPrice, build_config
 from hifirag_core.errors import MissingSecretError
-from hifirag_core.llm.models import object_schema
+from hifirag_core.llm.job import object_schema
 from hifirag_core.types import ChatTurn
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.server import Fault

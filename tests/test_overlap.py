@@ -115,8 +115,8 @@ def test_the_fetch_stage_leaves_sections_and_rankings_that_the_next_stages_take(
 
 def test_the_query_plans_searches_run_at_once(web, data_root, examples_file):
     """With overlap the second search is asked before the first has answered; without, after."""
-    from hifirag_core.pipeline import stages
     from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.pipeline.stages import search as search_stage
 
     nested = web.config_overrides(llm="gemini", search="google", fetch="scrapingdog")
     web.google.latency = 1.0
@@ -124,7 +124,7 @@ def test_the_query_plans_searches_run_at_once(web, data_root, examples_file):
     plan = StageOutput(value=["limit sync rate", "sync max rate option", "throttle transfers"])
     for overlap in (False, True):
         before = len(web.google.requests)
-        out = stages.search(question, plan, _runtime(data_root, examples_file, overlap, **nested))
+        out = search_stage.search(question, plan, _runtime(data_root, examples_file, overlap, **nested))
         arrivals = sorted(r.at for r in web.google.requests[before:])
         assert len(arrivals) == 3 and [r.query_index for r in out.records if r.rank == 1] == [0, 1, 2]
         spread = arrivals[-1] - arrivals[0]

@@ -21,7 +21,7 @@ from hifirag_core.backends.factory import (
     prompt_window,
 )
 from hifirag_core.config import build_config
-from hifirag_core.llm.models import LLMFilterModel
+from hifirag_core.llm.filter_model import LLMFilterModel
 from hifirag_core.llm.window import PromptWindow, estimate_tokens
 from hifirag_core.types import ChatTurn, PageOverview, SectionPreview, SourceDoc, SourceSection, UrlCandidate
 from tests.fakes.gemini import GeminiFake
@@ -284,9 +284,9 @@ def test_the_window_keys_section_ranking_only_for_a_page_that_must_be_split(data
     """Rankings already stored stay valid for pages that fit (their key is the one they always had); a question
     with a page to split gets a key of its own, which changes with the window."""
     from hifirag_core.llm.examples import ExampleSet
-    from hifirag_core.pipeline import stages
     from hifirag_core.pipeline.plan import RunContext
     from hifirag_core.pipeline.specs import SPECS
+    from hifirag_core.pipeline.stages import section_rank
     from hifirag_core.pipeline.wiring import build_runtime
     from hifirag_core.questions import Question
 
@@ -303,7 +303,7 @@ def test_the_window_keys_section_ranking_only_for_a_page_that_must_be_split(data
         for size in (12, 150):
             params = stage_inputs(size)
             keys[window, f"{size}"] = SPECS["section_rank"].cache_key(question, params, rt)
-            fits = stages.section_rank_window(question, params["decisions"], params["pages"], params["sections"],
+            fits = section_rank.section_rank_window(question, params["decisions"], params["pages"], params["sections"],
                                               rt) is None
             rt.filter_model.window = None  # as the model was before windows: the key of a page that fits
             keys[window, f"{size}-unbounded"] = SPECS["section_rank"].cache_key(question, params, rt)

@@ -14,7 +14,8 @@ import pytest
 from hifirag_core.evidence.sufficiency import check_coverage, followup_queries, question_parts
 from hifirag_core.llm.parsing import parse_sufficiency
 from hifirag_core.pipeline.runner import question_steps
-from hifirag_core.pipeline.specs import ROUND, STAGE_NAMES, Trail
+from hifirag_core.pipeline.specs import ROUND, STAGE_NAMES
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.types import SourceSection

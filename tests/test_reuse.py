@@ -155,7 +155,7 @@ def test_stage_results_are_not_held_in_prefects_shared_memory_cache():
     # Prefect keeps in-memory results in one 1,000-entry LRU shared by a flow's threads; past 1,000
     # stage results its concurrent evictions raised KeyError on a cache hit and lost an answer.
     from hifirag_core.pipeline.specs import STAGE_NAMES
-    from tasks.stages import STAGE_TASKS
+    from tasks.stage_tasks import STAGE_TASKS
 
     stage_tasks = list(STAGE_TASKS.values())
     assert [t.name for t in stage_tasks] == list(STAGE_NAMES)

@@ -9,7 +9,8 @@ import pytest
 from hifirag_core.limits import Budget, RunGuards
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.runner import Executed, QuestionRunner, in_process, question_steps, run_trail
-from hifirag_core.pipeline.specs import ANSWER_STAGE, BASE_STAGES, Trail, spec
+from hifirag_core.pipeline.specs import ANSWER_STAGE, BASE_STAGES, spec
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.store.disk import DiskFullError
 

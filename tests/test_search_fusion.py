@@ -106,9 +106,9 @@ class ListProvider:
 def search_stage(members, tmp_path: Path | None = None, **search):
     from types import SimpleNamespace
 
-    from hifirag_core.pipeline import stages
     from hifirag_core.pipeline.output import StageOutput
     from hifirag_core.pipeline.runtime import SearchProviders
+    from hifirag_core.pipeline.stages import search as search_stage
     from hifirag_core.questions import Question
     from hifirag_core.store.search_cache import SearchCache
 
@@ -116,7 +116,7 @@ def search_stage(members, tmp_path: Path | None = None, **search):
     cache = SearchCache(tmp_path / "searches.sqlite") if tmp_path else None
     rt = SimpleNamespace(cfg=cfg, search=SearchProviders(tuple(members)), search_cache=cache)
     plan = StageOutput(records=[], value=["q one", "q two"])
-    return stages.search(Question(id="Q1", query="q one", reference=None, line_no=1), plan, rt)
+    return search_stage.search(Question(id="Q1", query="q one", reference=None, line_no=1), plan, rt)
 
 
 def test_a_failing_provider_leaves_a_row_with_its_status_and_the_others_answer():

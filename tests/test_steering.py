@@ -329,22 +329,22 @@ def test_a_questions_own_steering_wins_over_the_runs(steered_root: Path, example
 
 def test_the_fetch_stage_excludes_a_page_that_redirects_off_the_allowed_sites(steered_root: Path,
                                                                                  examples_file: Path) -> None:
-    from hifirag_core.pipeline import stages
+    from hifirag_core.pipeline.stages import fetch
     from hifirag_core.records import PageRecord
 
     page = PageRecord(url="https://docs.a.example/sync.html", final_url="https://evil.example/landing", status="ok",
                       content_sha256="x", kind="html", published="2024-01-01")
     rules = SiteRules.of(["a.example"], [])
-    moved = stages._steered(page, rules, DateWindow())
+    moved = fetch._steered(page, rules, DateWindow())
     assert moved.status == "excluded" and moved.content_sha256 is None
     assert moved.error.startswith("redirected to https://evil.example/landing")
     stayed = PageRecord(url=page.url, final_url=page.url, status="ok", content_sha256="x", kind="html",
                         published="2024-01-01")
-    assert stages._steered(stayed, rules, DateWindow()) == stayed
-    assert stages._steered(stayed, rules, DateWindow(date(2025, 1, 1))).error.startswith("published 2024-01-01")
+    assert fetch._steered(stayed, rules, DateWindow()) == stayed
+    assert fetch._steered(stayed, rules, DateWindow(date(2025, 1, 1))).error.startswith("published 2024-01-01")
     thread = PageRecord(url="https://www.reddit.com/r/x/comments/1/", final_url="https://www.reddit.com/r/x/comments/1/",
                         status="ok", content_sha256="x", kind="reddit")
-    assert "excluded by exclude_sites" in stages._steered(thread, SiteRules.of([], ["reddit.com"]), DateWindow()).error
+    assert "excluded by exclude_sites" in fetch._steered(thread, SiteRules.of([], ["reddit.com"]), DateWindow()).error
 
 
 def test_a_non_english_question_gets_an_english_answer_with_a_note_offline(steered_root: Path,

@@ -175,7 +175,7 @@ def test_only_the_variant_that_looks_again_judges_a_two_part_question_part_by_pa
     against one section at a time; final_deep then asks each part, final_abstain stays with the whole."""
     from hifirag_core.config import build_config, parse_overrides
     from hifirag_core.llm.examples import ExampleSet
-    from hifirag_core.pipeline import stages
+    from hifirag_core.pipeline.derived import answerability
     from hifirag_core.pipeline.output import StageOutput
     from hifirag_core.pipeline.plan import RunContext
     from hifirag_core.pipeline.variants import variant_overrides
@@ -192,7 +192,7 @@ def test_only_the_variant_that_looks_again_judges_a_two_part_question_part_by_pa
     errors = SourceSection("s2", ("Troubleshooting", "E204"), "This code means a file changed while it was being copied.")
     sources = [SourceDoc(1, "https://t.example/sync", "Sync", "", (sync,)),
                SourceDoc(2, "https://t.example/errors", "Errors", "", (errors,))]
-    decision = stages.answerability(question, sources, StageOutput(stage="draft"), rt)
+    decision = answerability(question, sources, StageOutput(stage="draft"), rt)
     # the whole question scores not_found against either section alone; its first part is found
     assert "whole question" in decision.reason if by_part else decision.reason.startswith("evidence:")
     assert (decision.verdict, decision.method) == (("partial", "evidence+parts") if by_part else ("not_found", "evidence"))

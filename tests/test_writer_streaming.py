@@ -8,8 +8,8 @@ import pytest
 
 from hifirag_core.backends.factory import build_writer_model
 from hifirag_core.config import ModelPrice, build_config
-from hifirag_core.llm.models import LLMWriterModel
 from hifirag_core.llm.streaming import listening
+from hifirag_core.llm.writer_model import LLMWriterModel
 from hifirag_core.pipeline.specs import spec
 from hifirag_core.types import FewShotExample, SourceDoc, SourceSection
 from tests.fakes.gemini import GeminiFake

@@ -26,7 +26,7 @@ import httpx
 from hifirag_core import backend_registry as registry
 from hifirag_core.config import PipelineConfig, search_providers
 from hifirag_core.errors import BackendError
-from hifirag_core.llm.models import object_schema
+from hifirag_core.llm.job import object_schema
 from hifirag_core.llm.parsing import parse_queries
 from hifirag_core.llm.prompts import PromptSet, query_range
 from hifirag_core.secrets import SECRETS, optional_secret, redact

@@ -23,9 +23,11 @@ from hifirag_core.backend_registry import Backend
 from hifirag_core.config import ConfigError, PipelineConfig, search_providers
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.limits import Budget, Clock, Ledger, RunGuards, Sleep
-from hifirag_core.llm.models import LLMFilterModel, LLMWriterModel, Scorer, Support
+from hifirag_core.llm.filter_model import LLMFilterModel
+from hifirag_core.llm.job import Scorer, Support
 from hifirag_core.llm.prompts import PIPELINE_PROMPTS, RESEARCH_PROMPTS, PromptSet
 from hifirag_core.llm.window import DEFAULT_REPLY_TOKENS, PromptWindow
+from hifirag_core.llm.writer_model import LLMWriterModel
 from hifirag_core.secrets import (
     REDDIT_USER_AGENT_ENV,
     SECRETS,

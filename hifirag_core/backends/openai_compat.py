@@ -11,7 +11,7 @@ completions`` with ``model`` and ``messages`` (``role`` ``user``/``assistant``);
   true}}``, OpenAI's structured outputs, which vLLM and Ollama also turn into constrained decoding.
   OpenAI requires an object at the schema's root, and in strict mode ``additionalProperties: false``
   and every property listed in ``required`` (https://platform.openai.com/docs/guides/structured-outputs);
-  the schemas of ``hifirag_core.llm.models.object_schema`` are built that way;
+  the schemas of ``hifirag_core.llm.job.object_schema`` are built that way;
 * ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, the form llama-cpp-python's
   server constrains decoding with (it rejects ``json_schema``);
 * ``json_object``: JSON mode without a schema; ``none``: free text (the parsers find the JSON).

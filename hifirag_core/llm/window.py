@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from hifirag_core.types import SourceDoc, SourceSection
 
 # Letters a token covers at least, in the estimate (Gemma 3, GPT and Gemini tokenizers cover more).
 LETTERS_PER_TOKEN = 4
@@ -77,3 +80,110 @@ def retry_share(tokens: int | None, limit: int | None, reply_tokens: int) -> flo
     if tokens and limit and tokens > 0:
         return max(0.1, min(RETRY_SHARE, 0.9 * (limit - reply_tokens) / tokens))
     return RETRY_SHARE
+
+
+# --- fitting what a prompt carries to the window ----------------------------------------------------
+
+
+def balanced_batches(weights: list[int], capacity: int) -> list[list[int]]:
+    """Consecutive index batches of about equal weight, each at most ``capacity`` (an item heavier than that
+    goes alone): as many as the total weight needs, more only where items do not divide evenly."""
+    if not weights:
+        return []
+    target = sum(weights) / max(1, -(-sum(weights) // max(1, capacity)))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    load = done = 0
+    for i, w in enumerate(weights):
+        # a new batch when this item would overflow, or when most of it lies past the next even boundary
+        if current and (load + w > capacity or done + w / 2 > target * (len(batches) + 1)):
+            batches.append(current)
+            current, load = [], 0
+        current.append(i)
+        load += w
+        done += w
+    batches.append(current)
+    return batches
+
+
+def split_in(batch: list[int], share: float) -> list[list[int]]:
+    """``batch`` cut into consecutive parts of about ``share`` of it each (at least two)."""
+    parts = min(len(batch), max(2, -(-1 // share) if share > 0 else 2))
+    size = -(-len(batch) // int(parts))
+    return [batch[i:i + size] for i in range(0, len(batch), size)]
+
+
+def trim_sources(sources: list[SourceDoc], need: Callable[[list[SourceDoc]], int],
+                 budget: int) -> tuple[list[SourceDoc], int, int]:
+    """``sources`` with their lowest-placed sections left out until ``need(sources) <= budget``: each page's last
+    section first, the last page's before the first's (the reverse of the order the writer's context is filled
+    in); the one section left is cut short if it alone is too long. Every source keeps its number. Returns the
+    sources, the sections left out and the sections cut."""
+    docs = [list(d.sections) for d in sources]
+
+    def build() -> list[SourceDoc]:
+        return [SourceDoc(d.index, d.url, d.title, d.preview, tuple(secs), published=d.published)
+                for d, secs in zip(sources, docs, strict=True)]
+
+    dropped = cut = 0
+    current = build()
+    while need(current) > budget:
+        left = [(len(secs) - 1, j) for j, secs in enumerate(docs) if secs]
+        if not left:
+            break
+        pos, j = max(left)
+        if sum(len(secs) for secs in docs) > 1:
+            docs[j].pop()
+            dropped += 1
+        else:  # one section left: keep the share of its text that fits
+            section = docs[j][pos]
+            share = budget / max(1, need(current))
+            keep = int(len(section.text) * share * 0.9)
+            if keep < 1:
+                docs[j].pop()
+                dropped += 1
+            else:
+                docs[j][pos] = SourceSection(section.section_id, section.heading_path, section.text[:keep],
+                                             section.score)
+                cut += 1
+        current = build()
+    return current, dropped, cut
+
+
+def fitted_count(window: PromptWindow | None, prompt: Callable[[int], str], n: int,
+                 what: str) -> tuple[int, str | None]:
+    """How many of ``n`` items (the first ones) ``prompt(count)`` can carry within ``window``, and a note that says
+    what was left out (None when all fit)."""
+    if window is None or window.fits(prompt(n)):
+        return n, None
+    need = window.need(prompt(n))
+    lo, hi = 0, n  # the most items that fit: prompt(lo) fits or lo == 0, prompt(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if window.fits(prompt(mid)) else (lo, mid)
+    count = max(1, lo)
+    return count, f"{n - count} of {n} {what} left out to fit the window ({window.describe(need)})"
+
+
+def fit_sources(window: PromptWindow | None, turns: Callable[[list[SourceDoc]], list[str]],
+                sources: list[SourceDoc], *, share: float | None = None,
+                refused: str | None = None) -> tuple[list[SourceDoc], str | None]:
+    """``sources`` trimmed (:func:`trim_sources`) until the conversation ``turns(sources)`` fits ``window``, or
+    (``share``, after the provider refused the prompt) until their text is about ``share`` of what it was; with a
+    note that says what was left out (None when nothing was)."""
+    if window is None:
+        return sources, None
+    need = window.need(*turns(sources))
+    if share is None and need <= window.prompt_tokens:
+        return sources, None
+
+    def page_tokens(docs: list[SourceDoc]) -> int:
+        return window.need(*turns(docs))
+
+    budget = window.prompt_tokens if share is None else int(need * share)
+    trimmed, dropped, cut = trim_sources(sources, page_tokens, budget)
+    total = sum(len(d.sections) for d in sources)
+    why = (f"the model refused the prompt as too long ({refused})" if share is not None
+           else f"to fit the window ({window.describe(need)})")
+    note = f"{dropped} of {total} sections left out" + (", the last one cut short" if cut else "") + f" {why}"
+    return trimmed, note

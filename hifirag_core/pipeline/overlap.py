@@ -24,17 +24,49 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from hifirag_core.cpu import in_context
+from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord
+from hifirag_core.types import PageOverview, SectionPreview
+
+# Pages fetched, or judged by section ranking, at once within one question (providers' limits still apply).
+PAGE_PARALLELISM = 8
 
 # Early results waiting for their stage, per process runtime. A question's are taken within seconds;
 # what is never taken (a later stage came from the cache) is dropped oldest first past this many.
 KEEP_EARLY = 1024
 
+
+@dataclass(frozen=True)
+class EarlyKey:
+    """What a piece of early work is filed under: its kind, the question whose stage takes it (two questions
+    in flight never take each other's work) and everything the work reads (with the runtime's config). The
+    fetch stage files work under these keys and the sections and section ranking stages take it by them, so
+    both build them here."""
+
+    kind: Literal["sections", "ranking"]
+    question_id: str
+    reads: tuple[Hashable, ...]
+
+    @classmethod
+    def sections(cls, question: Question, page: PageRecord) -> EarlyKey:
+        """A page's sections: they depend on its bytes and how they were served."""
+        return cls("sections", question.id, (page.url, page.content_sha256, page.kind, page.final_url,
+                                             page.content_type))
+
+    @classmethod
+    def ranking(cls, question: Question, overview: PageOverview, previews: list[SectionPreview],
+                per_page: int | None, ranking_on: bool) -> EarlyKey:
+        """A page's ranking: the question, the page's overview and previews, the cap, whether ranking is on (and
+        the runtime's filter model)."""
+        return cls("ranking", question.id, (question.query, overview, tuple(previews), per_page, ranking_on))
+
+
 # A page's follow-on work: (key, result) pairs, each result offered as soon as it is computed.
-Follow = Callable[[PageRecord], Iterator[tuple[Hashable, Any]]]
+Follow = Callable[[PageRecord], Iterator[tuple[EarlyKey, Any]]]
 
 
 class EarlyWork:
@@ -42,18 +74,18 @@ class EarlyWork:
 
     def __init__(self, keep: int = KEEP_EARLY):
         self._lock = threading.Lock()
-        self._results: OrderedDict[Hashable, Any] = OrderedDict()
+        self._results: OrderedDict[EarlyKey, Any] = OrderedDict()
         self._keep = keep
         self.taken = 0  # results a stage took instead of computing them (tests and benchmarks read it)
 
-    def offer(self, key: Hashable, result: Any) -> None:
+    def offer(self, key: EarlyKey, result: Any) -> None:
         with self._lock:
             self._results[key] = result
             self._results.move_to_end(key)
             while len(self._results) > self._keep:
                 self._results.popitem(last=False)
 
-    def take(self, key: Hashable) -> Any | None:
+    def take(self, key: EarlyKey) -> Any | None:
         """The result for ``key``, or None when there is none (not computed early, or it raised)."""
         with self._lock:
             result = self._results.pop(key, None)

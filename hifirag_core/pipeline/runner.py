@@ -22,21 +22,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hifirag_core.limits import question_deadline
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.specs import (
-    PIPELINE,
-    ROUND,
-    SPECS,
-    QuestionResult,
-    StageSpec,
-    Trail,
-    elapsed_since,
-)
+from hifirag_core.pipeline.specs import ANSWER_STAGE, PIPELINE, ROUND, SPECS, StageSpec
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.store.disk import DiskFullError, disk_full, is_disk_full
@@ -50,6 +43,25 @@ class Executed:
     output: StageOutput | None = None
     cached: bool = False
     error: BaseException | None = None
+
+
+@dataclass
+class QuestionResult:
+    """One question's stage outputs, in pipeline order, with the ledger row of each."""
+
+    question: Question
+    outputs: list[StageOutput] = field(default_factory=list)
+    ledger: list[Any] = field(default_factory=list)  # StageRunRecord per output, same order
+    seconds: float = 0.0
+    disk_full: str | None = None  # the question stopped: a stage's result found the disk full (DiskFullError)
+
+    @property
+    def cached(self) -> list[bool]:
+        return [row.cached for row in self.ledger]
+
+    @property
+    def answer(self) -> StageOutput | None:
+        return next((o for o in self.outputs if o.stage == ANSWER_STAGE), None)
 
 
 # How a stage is computed: (stage, its parameters, its cache key, the round) -> what happened.
@@ -188,3 +200,7 @@ def run_trail(question: Question, rt: Runtime) -> Trail:
 def run_question(question: Question, rt: Runtime) -> dict[str, StageOutput]:
     """``run_trail``'s first-pass outputs by stage (a follow-up round's are in the trail's ``rounds``)."""
     return run_trail(question, rt).outputs
+
+
+def elapsed_since(began: float) -> float:
+    return round(time.monotonic() - began, 4)

@@ -7,7 +7,8 @@ it leaves when it fails, how its ``value`` is rebuilt from stored rows, and how 
 gathered from the outputs before it. Tasks, the question runner, reuse and reprocess, the CLI's
 stage choices and the reprocess flow's typed parameter all derive from ``PIPELINE``.
 
-Adding a stage is one spec here and one function in ``hifirag_core.pipeline.stages``.
+Adding a stage is one spec here and one module in ``hifirag_core.pipeline.stages``. The question's trail
+(``pipeline.trail``) and the persistence of its rows (``pipeline.persistence``) live beside this table.
 
 The order of a question's steps and the policy around each (reuse, the deadline, fallbacks, the ledger)
 are ``hifirag_core.pipeline.runner``'s, shared by the flow and the plain loop.
@@ -17,17 +18,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core.config import LOCAL_PROVIDERS, search_providers
 from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
-from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
-from hifirag_core.pipeline import stages, steps
-from hifirag_core.pipeline.output import CALL_TABLES, StageOutput, question_calls
+from hifirag_core.pipeline import steps
+from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.stages import (
+    citations,
+    fetch,
+    final_answer,
+    query_plan,
+    research,
+    search,
+    section_rank,
+    sections,
+    url_filter,
+    writing,
+)
 from hifirag_core.pipeline.steer import steered_slice
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     AnswerRecord,
@@ -45,13 +58,12 @@ from hifirag_core.records import (
     content_row,
 )
 from hifirag_core.sectioning import SECTIONER_VERSION
-from hifirag_core.types import SourceDoc, Sufficiency
+from hifirag_core.types import Sufficiency
 from hifirag_core.web.blocked import DETECTOR_VERSION
 
 if TYPE_CHECKING:
     from hifirag_core.config import PipelineConfig
     from hifirag_core.pipeline.runtime import Runtime
-    from hifirag_core.store.warehouse import Warehouse
 
 Role = Literal["filter", "writer"]
 # Config fields that choose how the stages compute, never what they output: no stage's cache key holds them.
@@ -78,106 +90,6 @@ class StageRetry:
 NO_RETRY = StageRetry()
 # Network stages back off before retrying; a stage that still fails becomes a status row.
 IO_RETRY = StageRetry(retries=2, delays_s=(2.0, 10.0))
-
-
-class Trail:
-    """One question's stage outputs so far, and what later stages derive from them.
-
-    ``outputs`` holds the first pass, by stage; ``rounds`` each follow-up round's outputs (round 1 first)
-    of a variant that looks again. The writer reads the evidence of every round (``merged``).
-    """
-
-    def __init__(self, question: Question, rt: Runtime | None = None):
-        self.question = question
-        self.rt = rt  # None only where no stage will run (a question that failed as a whole)
-        self.outputs: dict[str, StageOutput] = {}
-        self.rounds: list[dict[str, StageOutput]] = []
-        self._sources: list[SourceDoc] | None = None
-        self._answerability: Answerability | None = None
-
-    def __getitem__(self, stage: str) -> StageOutput:
-        return self.outputs[stage]
-
-    def get(self, stage: str) -> StageOutput | None:
-        return self.outputs.get(stage)
-
-    def record(self, output: StageOutput) -> None:
-        """Keep a stage's output under its stage and round."""
-        if output.round == 0:
-            self.outputs[output.stage] = output
-            return
-        while len(self.rounds) < output.round:
-            self.rounds.append({})
-        self.rounds[output.round - 1][output.stage] = output
-
-    def at(self, stage: str, round: int) -> StageOutput | None:
-        """A stage's output in one round (0: the first pass)."""
-        if round == 0:
-            return self.outputs.get(stage)
-        return self.rounds[round - 1].get(stage) if round <= len(self.rounds) else None
-
-    def latest(self, stage: str) -> StageOutput | None:
-        """The stage's output in the last round that ran it."""
-        for outputs in reversed(self.rounds):
-            if stage in outputs:
-                return outputs[stage]
-        return self.outputs.get(stage)
-
-    def merged(self, stage: str) -> StageOutput:
-        """The stage's rows over every round (the first pass's output itself when no round added any)."""
-        first = self.outputs[stage]
-        later = [outputs[stage] for outputs in self.rounds if stage in outputs]
-        if not later:
-            return first
-        return StageOutput(stage=stage, records=[r for out in (first, *later) for r in out.records],
-                           status=first.status, error=first.error)
-
-    def earlier_queries(self) -> tuple[str, ...]:
-        """Every query searched so far, the first pass's plan first."""
-        plans = [self.outputs.get("query_plan"), *(outputs.get("followup") for outputs in self.rounds)]
-        return tuple(dict.fromkeys(q for plan in plans if plan is not None for q in (plan.value or [])))
-
-    def read_urls(self) -> tuple[str, ...]:
-        """Every URL the question has read (fetched) so far, in any round. A follow-up round never reads one
-        again; a URL the filter judged and dropped before may be kept now, for the part it was searched for."""
-        pages = [self.outputs.get("fetch"), *(outputs.get("fetch") for outputs in self.rounds)]
-        return tuple(dict.fromkeys(r.url for out in pages if out is not None for r in out.records
-                                   if isinstance(r, PageRecord) and r.url))
-
-    def next_page_order(self) -> int:
-        """The number the next page read gets: after every page read so far."""
-        orders = [r.order for r in self.merged("fetch").records if isinstance(r, PageRecord)]
-        return max(orders, default=0) + 1
-
-    def falls_short(self) -> bool:
-        """Whether the last sufficiency check found parts of the question missing."""
-        check = self.latest("sufficiency")
-        return check is not None and isinstance(check.value, Sufficiency) and check.value.falls_short
-
-    def sources(self) -> list[SourceDoc]:
-        """The numbered sources the writer and the citation check read (built once per question, over every
-        round's evidence), within the writer's context bound (``hifirag_core.pipeline.context``)."""
-        if self._sources is None:
-            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
-            self._sources = stages.build_sources(self.question, self.merged("fetch"), self.merged("sections"),
-                                                 self.merged("section_rank"), self.rt.cfg.generation,
-                                                 limit=stages.writer_context(self.rt))
-        return self._sources
-
-    def answerability(self) -> Answerability:
-        """Whether the sources answer the question (decided once per question, from the sources and the draft):
-        the citation check and the answer both follow it."""
-        if self._answerability is None:
-            assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
-            self._answerability = stages.answerability(self.question, self.sources(), self["draft"], self.rt)
-        return self._answerability
-
-    def answer_to_cite(self) -> str | None:
-        """The writer's text for the citation check, markers and all; none when the answer abstains."""
-        assert self.rt is not None, "a trail without a runtime cannot gather a stage's inputs"
-        if stages.abstains(self.answerability(), self.rt):
-            return None
-        return stages.writer_text(self["draft"], self["refine"])[0]
 
 
 def _no_value(_question: Question, _records: Sequence[Record]) -> Any:
@@ -210,7 +122,7 @@ class StageSpec:
     # Config fields the stage reads, when it runs or when its adapter is built ("url_filter": the whole
     # section); nothing else keys it. What ``gather`` reads reaches the key through the inputs.
     reads: tuple[str, ...]
-    compute: Callable[..., StageOutput]  # stages.<fn>(question, **gathered, rt=rt)
+    compute: Callable[..., StageOutput]  # <stage module>.<fn>(question, **gathered, rt=rt)
     gather: Callable[[Trail], dict[str, Any]]  # the stage's parameters from the outputs before it
     summary: str  # one line, for tasks and docs
     role: Role | None = None  # the model role it calls, whose identity (model, prompt hash) keys it
@@ -363,13 +275,13 @@ def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
 def _search_rank(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
     """A failed URL filter keeps the search engine's top three."""
     search = trail.at("search", round)
-    return stages.fallback_url_decisions(search, status, message) if search else []
+    return url_filter.fallback_url_decisions(search, status, message) if search else []
 
 
 def _page_order(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
     """A failed section ranking keeps each page's first two sections."""
     sections = trail.at("sections", round)
-    return stages.fallback_section_decisions(sections, status, message) if sections else []
+    return section_rank.fallback_section_decisions(sections, status, message) if sections else []
 
 
 def _failed_pass(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
@@ -381,7 +293,7 @@ def _failed_answer(_question: Question, _trail: Trail, status: str, message: str
 
 
 def _conversation(_question: Question, records: Sequence[Record]) -> Any:
-    return stages.conversation_from_json(getattr(records[0], "conversation_json", None) if records else None)
+    return writing.conversation_from_json(getattr(records[0], "conversation_json", None) if records else None)
 
 
 def _refined_text(_question: Question, records: Sequence[Record]) -> Any:
@@ -427,20 +339,20 @@ _WINDOW = ("steer.after", "steer.before", "steer.undated")
 PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
         "query_plan", (QueryPlanRecord,), "2", ("query_plan", "search.enabled", *_FILTER_MODEL),
-        stages.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
+        query_plan.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
         role="filter", job="query_plan", io=True, retry=IO_RETRY, fallback=_raw_plan, rebuild=_plan_queries,
         evidence=True, step=lambda o, t: steps.query_plan(o),
     ),
     StageSpec(
         "search", (SearchResultRecord,), "2", ("search", "backends.search", "corpus", *_SITES, *_WINDOW),
-        stages.search, lambda t: {"plan": t["query_plan"]}, "Run the query plan against the search backend.",
+        search.search, lambda t: {"plan": t["query_plan"]}, "Run the query plan against the search backend.",
         io=True, retry=IO_RETRY, identity=_search_identity, max_age_hours=_live_age("search"), evidence=True,
         step=lambda o, t: steps.search(o), again=lambda t, r: {"plan": t.at("followup", r)},
     ),
     StageSpec(
         "url_filter", (UrlDecisionRecord,), "3",
         ("url_filter", "credibility", "limits.caps", "backends.writer_llm", *_FILTER_MODEL, *_SITES),
-        stages.filter_urls, lambda t: {"results": t["search"]},
+        url_filter.filter_urls, lambda t: {"results": t["search"]},
         "Keep the search results worth reading, judged on title and snippet (prompt A.2).",
         role="filter", job="url_filter", io=True, retry=IO_RETRY, fallback=_search_rank,
         step=lambda o, t: steps.url_filter(o),
@@ -450,7 +362,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         "fetch", (PageRecord,), f"3/{DETECTOR_VERSION}",
         ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
          "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm", *_SITES, *_WINDOW),
-        stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
+        fetch.fetch_pages, lambda t: {"decisions": t["url_filter"]},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
         step=lambda o, t: steps.fetch(o), ahead=("sections", "section_rank"),
@@ -458,18 +370,18 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sections", (SectionRecord,), f"1/{SECTIONER_VERSION}", ("sectioning", "reddit"),
-        stages.split_sections, lambda t: {"pages": t["fetch"]},
+        sections.split_sections, lambda t: {"pages": t["fetch"]},
         "Parse each fetched page into heading-scoped Markdown sections.",
         step=lambda o, t: steps.sections(o), again=lambda t, r: {"pages": t.at("fetch", r)},
     ),
     StageSpec(
         "section_rank", (SectionDecisionRecord,), "2", ("section_rank", "credibility", "limits.caps", *_FILTER_MODEL),
-        stages.rank_sections,
+        section_rank.rank_sections,
         lambda t: {"decisions": t["url_filter"], "pages": t["fetch"], "sections": t["sections"]},
         "Rank each page's sections from heading + first 200 characters (prompt A.3).",
         role="filter", job="section_rank", io=True, retry=IO_RETRY, fallback=_page_order,
         step=lambda o, t: steps.section_rank(o, t.get("sections"), t.get("fetch")),
-        fit=lambda q, p, rt: stages.section_rank_window(q, p["decisions"], p["pages"], p["sections"], rt)
+        fit=lambda q, p, rt: section_rank.section_rank_window(q, p["decisions"], p["pages"], p["sections"], rt)
         if {"decisions", "pages", "sections"} <= set(p) else None,
         again=lambda t, r: {"decisions": t.at("url_filter", r), "pages": t.at("fetch", r),
                             "sections": t.at("sections", r)},
@@ -479,7 +391,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     # filter, fetch, sections and ranking on what is new, and this check again (``runner.question_steps``).
     StageSpec(
         "sufficiency", (SufficiencyRecord,), "1", ("research", *_FILTER_MODEL),
-        stages.check_sufficiency,
+        research.check_sufficiency,
         lambda t: {"pages": t.merged("fetch"), "sections": t.merged("sections"), "ranking": t.merged("section_rank")},
         "Say which parts of the question the kept sections cover and what is missing (ours).",
         role="filter", job="sufficiency", io=True, retry=IO_RETRY, fallback=_unchecked, rebuild=_sufficiency,
@@ -489,7 +401,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "followup", (QueryPlanRecord,), "1", ("research", *_FILTER_MODEL),
-        stages.plan_followup, lambda t: {}, "Plan searches aimed at what the last check found missing (ours).",
+        research.plan_followup, lambda t: {}, "Plan searches aimed at what the last check found missing (ours).",
         role="filter", job="followup", io=True, retry=IO_RETRY, fallback=_no_followup, rebuild=_followup_queries,
         step=lambda o, t: steps.followup(o), research=True, first_pass=False,
         again=lambda t, r: {"check": t.at("sufficiency", r - 1), "earlier": t.earlier_queries()},
@@ -497,21 +409,21 @@ PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
         "draft", (DraftRecord,), "2", ("generation.draft_words", "generation.prompt", "generation.mmr_lambda",
                                        *_WRITER_MODEL, "steer.language", "steer.length", "steer.source_dates"),
-        stages.write_draft, lambda t: {"sources": t.sources()}, "Generation pass 1 (prompt A.4).",
+        writing.write_draft, lambda t: {"sources": t.sources()}, "Generation pass 1 (prompt A.4).",
         role="writer", job="draft", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_conversation,
         step=lambda o, t: steps.draft(o),
     ),
     StageSpec(
         "refine", (DraftRecord,), "2", ("generation.two_pass", "generation.examples", *_WRITER_MODEL, "steer.language",
                                         "steer.length"),
-        stages.refine_answer, lambda t: {"draft": t["draft"]},
+        writing.refine_answer, lambda t: {"draft": t["draft"]},
         "Generation pass 2: few-shot style and length (prompt A.4).",
         role="writer", job="refine", io=True, retry=IO_RETRY, fallback=_failed_pass, rebuild=_refined_text,
         identity=_refine_identity, step=lambda o, t: steps.refine(o),
     ),
     StageSpec(
         "citations", (CitationRecord, AnswerSentenceRecord), "4", ("citations", *_FILTER_MODEL),
-        stages.verify_citations,
+        citations.verify_citations,
         # the writer's own text, markers and all: they are a hint the citation check may follow; an
         # answer that abstains has nothing to cite
         lambda t: {"answer": t.answer_to_cite(), "sources": t.sources()},
@@ -521,7 +433,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(  # 5: the markers of a sentence inside a code block go after the block (render_citations)
         "answer", (AnswerRecord,), "5", ("answerability.abstain", "answerability.show", "steer.language",
                                          "backends.writer_llm"),
-        stages.assemble_answer,
+        final_answer.assemble_answer,
         lambda t: {"draft": t["draft"], "refined": t["refine"], "citations": t["citations"],
                    "decision": t.answerability(), "sources": t.sources()},
         "Put the answer together: the refined text (or the draft), the URLs its citations kept, and whether "
@@ -559,53 +471,3 @@ def spec(name: str) -> StageSpec:
 
 def stage_index(name: str) -> int:
     return STAGE_NAMES.index(spec(name).name)
-
-
-# --- running and persisting ------------------------------------------------------------------------
-
-
-@dataclass
-class QuestionResult:
-    """One question's stage outputs, in pipeline order, with the ledger row of each."""
-
-    question: Question
-    outputs: list[StageOutput] = field(default_factory=list)
-    ledger: list[Any] = field(default_factory=list)  # StageRunRecord per output, same order
-    seconds: float = 0.0
-    disk_full: str | None = None  # the question stopped: a stage's result found the disk full (DiskFullError)
-
-    @property
-    def cached(self) -> list[bool]:
-        return [row.cached for row in self.ledger]
-
-    @property
-    def answer(self) -> StageOutput | None:
-        return next((o for o in self.outputs if o.stage == ANSWER_STAGE), None)
-
-
-def write_output(warehouse: Warehouse, run_id: str, question_id: str, output: StageOutput) -> None:
-    """One stage's rows for one question, each record type into its own table (an empty write still
-    replaces what an earlier attempt wrote)."""
-    for cls in spec(output.stage).records:
-        rows = [r for r in output.records if isinstance(r, cls)]
-        warehouse.write(cls.TABLE, rows, run_id=run_id, stage=output.stage, question_id=question_id,
-                        round=output.round)
-
-
-def write_result(warehouse: Warehouse, run_id: str, result: QuestionResult) -> None:
-    """Persist every stage's rows and the model and search calls behind them (marked reused when the stage
-    was), and nothing of a round the question did not reach this time."""
-    qid = result.question.id
-    for output in result.outputs:
-        write_output(warehouse, run_id, qid, output)
-    for table in CALL_TABLES:
-        calls = question_calls(table, zip(result.outputs, result.cached, strict=True))
-        warehouse.write(table, calls, run_id=run_id, stage=None, question_id=qid)
-    warehouse.write("stage_runs", result.ledger, run_id=run_id, stage=None, question_id=qid)
-    # an earlier attempt under this run id that looked again more times leaves no later round behind
-    warehouse.drop_rounds_after(run_id, qid, max((o.round for o in result.outputs), default=0),
-                                [s.name for s in ROUND])
-
-
-def elapsed_since(began: float) -> float:
-    return round(time.monotonic() - began, 4)

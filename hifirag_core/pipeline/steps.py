@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from hifirag_core.pipeline.output import StageOutput
-from hifirag_core.pipeline.stages import kept_urls
+from hifirag_core.pipeline.stages.url_filter import kept_urls
 from hifirag_core.records import (
     CitationRecord,
     DraftRecord,

@@ -102,3 +102,9 @@ def _valid_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def declared_charset(content_type: str | None) -> str | None:
+    """The charset a Content-Type header declares (``text/html; charset=utf-8``), or None."""
+    match = re.search(r"charset=([\w.-]+)", content_type or "", re.IGNORECASE)
+    return match.group(1) if match else None

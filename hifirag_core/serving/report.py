@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hifirag_core.evidence.answerability import strip_answerability_so_far
+from hifirag_core.pipeline.derived import final_text
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.specs import ANSWER_STAGE, spec, writer_outputs
-from hifirag_core.pipeline.stages import final_text
 from hifirag_core.pipeline.steps import safe_url
 from hifirag_core.records import AnswerRecord
 

@@ -42,9 +42,11 @@ from typing import Protocol
 from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.llm.streaming import listening
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.persistence import write_result
 from hifirag_core.pipeline.plan import RunPlan
-from hifirag_core.pipeline.runner import StageObserver
-from hifirag_core.pipeline.specs import ANSWER_STAGE, QuestionResult, Trail, spec, write_result
+from hifirag_core.pipeline.runner import QuestionResult, StageObserver
+from hifirag_core.pipeline.specs import ANSWER_STAGE, spec
+from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord, utcnow
 from hifirag_core.records.serving import ServedRequestRecord

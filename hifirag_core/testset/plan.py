@@ -103,8 +103,8 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
     embedder = shared_embedder(plan.data_root)
     if plan.source == "gemini":
         from hifirag_core.backends import factory
-        from hifirag_core.llm.models import LLMWriterModel
         from hifirag_core.llm.prompts import STEERING_PROMPTS, PromptSet
+        from hifirag_core.llm.writer_model import LLMWriterModel
         from hifirag_core.testset.sources import FetchDater, GroundedPairSource
 
         guards = factory.build_guards(pipeline)
