@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hifirag_core.config import PipelineConfig, build_config, parse_overrides  # noqa: E402
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402

@@ -31,15 +31,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.credibility.experiment import (  # noqa: E402
+from hifirag_core.credibility.priors import DEFAULT_PRIORS  # noqa: E402
+from hifirag_core.credibility.rerank import CredibilityReranker, weight_vector  # noqa: E402
+from hifirag_core.credibility.source_types import SOURCE_TYPES  # noqa: E402
+from hifirag_core.evaluation.credibility_experiment import (  # noqa: E402
     CredibilityExperimentConfig,
     embed_corpora,
     plan_experiment,
     realize_corpora,
 )
-from hifirag_core.credibility.priors import DEFAULT_PRIORS  # noqa: E402
-from hifirag_core.credibility.rerank import CredibilityReranker, weight_vector  # noqa: E402
-from hifirag_core.credibility.sources import SOURCE_TYPES  # noqa: E402
 from hifirag_core.retrieval.embeddings import Embedder  # noqa: E402
 
 OUT = ROOT / "bench" / "out"

@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_backends import FAQ, CorpusWeb, corpus_base  # noqa: E402
 from hifirag_core.config import PipelineConfig  # noqa: E402
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from tests.fakes import llm_brain  # noqa: E402

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.metrics.text import rouge_l  # noqa: E402
+from hifirag_core.metrics.text_metrics import rouge_l  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
 from tests.llama_server import SMOLLM2, llama_server, pipeline_overrides, unavailable_reason  # noqa: E402

@@ -62,7 +62,7 @@ def child(metric: str, answers: list[str], refs: list[str], deberta: str | None)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     load = 0.0
     if metric == "rouge_l":
-        from hifirag_core.metrics.text import rouge_l_f1
+        from hifirag_core.metrics.text_metrics import rouge_l_f1
 
         t = time.perf_counter()
         rouge_l_f1(answers, refs)
@@ -78,7 +78,7 @@ def child(metric: str, answers: list[str], refs: list[str], deberta: str | None)
     elif metric == "citations":
         import numpy as np
 
-        from hifirag_core.evaluation.config import CITATION_SUPPORT_THRESHOLD
+        from hifirag_core.evaluation.eval_config import CITATION_SUPPORT_THRESHOLD
         from hifirag_core.metrics.citations import citation_score, source_passages
         from hifirag_core.retrieval.embeddings import Embedder
         from hifirag_core.text import split_sentences
@@ -98,7 +98,7 @@ def child(metric: str, answers: list[str], refs: list[str], deberta: str | None)
                 citation_score(marked, {1: source_passages(ref)}, sim, CITATION_SUPPORT_THRESHOLD)
     elif metric == "paired_bootstrap":
         from hifirag_core.metrics.bootstrap import paired_bootstrap_ci
-        from hifirag_core.metrics.text import rouge_l_f1
+        from hifirag_core.metrics.text_metrics import rouge_l_f1
 
         values = rouge_l_f1(answers, refs)
         t = time.perf_counter()

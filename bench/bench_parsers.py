@@ -19,7 +19,7 @@ import lxml.html  # noqa: E402
 from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages
 
 warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
 

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(os.environ.get("BENCH_CODE_ROOT", str(ROOT)))
 sys.path.insert(0, str(CODE))
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "pipeline"

@@ -34,7 +34,7 @@ from bench.bench_backends import (  # noqa: E402
     corpus_base,
 )
 from hifirag_core.config import PipelineConfig  # noqa: E402
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS  # noqa: E402
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 
 
 def served(fakes) -> dict[str, int]:

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages  # noqa: E402
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.evaluation.sectioning import FaqOutcome, navigation_leaks  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
 

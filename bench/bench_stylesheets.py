@@ -52,7 +52,7 @@ def _parser(sheets: bool):
 def worker(tree: Path, sheets: bool, sample: int, out: Path) -> None:
     """Section every page (every ``sample``-th) and write the CPU time and each page's fingerprint."""
     sys.path.insert(0, str(tree))
-    from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
+    from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages
 
     parse = _parser(sheets)
     pass_cpu = [0.0]
@@ -148,7 +148,7 @@ def main() -> int:
         worker(args.tree, args.worker != "sheets-off", args.sample, args.out)
         return 0
     sys.path.insert(0, str(ROOT))
-    from hifirag_core.corpus.sources import docs_html_dir
+    from hifirag_core.corpus.sites import docs_html_dir
 
     if not docs_html_dir().is_dir():
         print(f"skipped: no corpus at {docs_html_dir()} (set HIFIRAG_SHARED_DATA)")

@@ -28,7 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages  # noqa: E402
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.llm.prompts import PromptSet, render_section_previews, render_sources  # noqa: E402
 from hifirag_core.llm.window import TURN_OVERHEAD_TOKENS, estimate_tokens  # noqa: E402
 from hifirag_core.sectioning import parse_sections  # noqa: E402

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS, docs_html_dir, iter_tarball_pages  # noqa: E402
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS, docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
 from hifirag_core.text import question_keywords  # noqa: E402
 

@@ -54,7 +54,7 @@ def deployments() -> list:
         credibility_experiment.to_deployment(name="credibility-experiment",
                                              description="The source-aware reranking experiment on MedQuAD."),
     ]
-    from flows.evaluate import evaluate
+    from flows.eval_flow import evaluate
 
     for name, dataset in (("nightly-eval-faq", "faq-a"), ("nightly-eval-faq-known-item", "faq-b")):
         out.append(evaluate.to_deployment(name=name, cron=NIGHTLY_CRON, parameters=nightly_parameters(dataset),

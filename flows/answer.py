@@ -44,7 +44,7 @@ from hifirag_core.records import PageRecord, StageRunRecord
 from hifirag_core.store.disk import DiskFullError, disk_full, ensure_free, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.web.fetch_health import fetch_warnings
-from tasks.limits import prefect_ledger
+from tasks.shared_limits import prefect_ledger
 from tasks.stage_tasks import STAGE_TASKS, resolve
 
 

@@ -1,7 +1,7 @@
 """The source-aware reranking experiment (second paper) as a flow: how much a source prior helps or
 hurts retrieval, swept over its strength lambda and over how strongly corruption follows source type.
 
-The experiment's steps live in ``hifirag_core.credibility.experiment``; this flow runs them as one
+The experiment's steps live in ``hifirag_core.evaluation.credibility_experiment``; this flow runs them as one
 task (vectors cached on disk by content, so a rerun embeds nothing), renders the Markdown summary
 and the plot, writes every result table through the warehouse, and leaves the summary as a
 Prefect artifact.
@@ -18,8 +18,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from hifirag_core.config import parse_overrides
-from hifirag_core.credibility.experiment import CredibilityExperimentConfig, ExperimentResult, run_experiment
-from hifirag_core.credibility.report import write_report
+from hifirag_core.evaluation.credibility_experiment import (
+    CredibilityExperimentConfig,
+    ExperimentResult,
+    run_experiment,
+)
+from hifirag_core.evaluation.credibility_report import write_report
 from hifirag_core.records import RunRecord, utcnow
 from hifirag_core.records.credibility import STAGE
 from hifirag_core.resources import data_root as resolve_data_root

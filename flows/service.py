@@ -22,7 +22,7 @@ class PrefectAnswerer:
     """Questions through ``answer_question`` (threads of this process), each stage a cached Prefect task.
 
     With a Prefect API server that other processes reach too (``PREFECT_API_URL``), the service's rate
-    limits and budget are counted on it (``tasks.limits.PrefectLedger``), together with every batch run
+    limits and budget are counted on it (``tasks.shared_limits.PrefectLedger``), together with every batch run
     and other service using that server; with its own temporary server, in this process.
     """
 

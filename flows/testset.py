@@ -20,8 +20,15 @@ from hifirag_core.records import RunRecord, utcnow
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.store.warehouse import Warehouse, check_run_id
 from hifirag_core.testset.build import FreshSet, Verdict
-from hifirag_core.testset.plan import FreshSetPlan, end_build, open_build, plan_fresh_set, save, start_build
-from hifirag_core.testset.sources import Batch, DatedSource
+from hifirag_core.testset.pair_sources import Batch, DatedSource
+from hifirag_core.testset.testset_plan import (
+    FreshSetPlan,
+    end_build,
+    open_build,
+    plan_fresh_set,
+    save,
+    start_build,
+)
 
 STAGE = "testset"
 

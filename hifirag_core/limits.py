@@ -17,7 +17,7 @@ Questions run in threads, so one :class:`RunGuards` per run is shared by every a
 
 Within one process these are counted in memory. When a run's questions are spread over several
 processes (Dask workers, on one machine or many), a :class:`Ledger` counts the rpm starts and the
-spending instead, outside the process: ``tasks/limits.py`` keeps them in the Prefect server's global
+spending instead, outside the process: ``tasks/shared_limits.py`` keeps them in the Prefect server's global
 concurrency limits, so the providers' limits and the run's budget hold for the run as a whole.
 Concurrency caps stay per process: they bound sockets and threads, which are a process's own.
 

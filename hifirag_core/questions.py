@@ -40,7 +40,7 @@ class InputError(ValueError):
 class Question:
     """One question. ``meta`` holds the line's other fields; its steering fields (``sites``,
     ``exclude_sites``, ``after``, ``before``, ``language``, ``length``) are checked and normalized, and
-    replace the run's ``steer`` values for this question (``hifirag_core.pipeline.steer``)."""
+    replace the run's ``steer`` values for this question (``hifirag_core.pipeline.question_steering``)."""
 
     id: str
     query: str

@@ -35,7 +35,7 @@ from hifirag_core.pipeline.specs import PIPELINE, StageSpec
 from hifirag_core.pipeline.wiring import runtime_for
 from hifirag_core.questions import Question
 from hifirag_core.types import ChatTurn, Conversation
-from tasks.limits import prefect_ledger
+from tasks.shared_limits import prefect_ledger
 
 
 def resolve(ctx: RunContext) -> Runtime:

@@ -1,5 +1,5 @@
 """One worker process of a run: calls the fake OpenAI-compatible provider through the real adapter,
-its rate limits and budget counted on the Prefect server (``tasks.limits.PrefectLedger``) or, with
+its rate limits and budget counted on the Prefect server (``tasks.shared_limits.PrefectLedger``) or, with
 ``--local``, in this process only. Prints what it did as JSON.
 
     python -m tests.limits_worker --base-url URL --run-id R --calls N [--rpm X] [--budget-tokens T] [--local]
@@ -32,7 +32,7 @@ def main() -> None:
     })
     ledger = None
     if not args.local:
-        from tasks.limits import PrefectLedger
+        from tasks.shared_limits import PrefectLedger
 
         ledger = PrefectLedger(args.run_id, cfg.limits)
     chat = build_chat_model("filter", cfg, guards=build_guards(cfg, ledger=ledger))

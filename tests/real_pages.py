@@ -11,8 +11,8 @@ import html
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
-from hifirag_core.credibility.corpus import clean_question, iter_medquad
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages
+from hifirag_core.evaluation.credibility_corpus import clean_question, iter_medquad
 from hifirag_core.resources import shared_data_dir
 from hifirag_core.text import normalize_ws
 

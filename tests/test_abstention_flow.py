@@ -60,7 +60,7 @@ def test_final_abstain_abstains_on_what_the_site_does_not_cover_and_answers_the_
 def test_final_judged_answers_everything_and_shows_the_decision_beside_the_answer(tmp_path, data_root, run_flow):
     from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
     from hifirag_core.records import AnswerRecord
-    from hifirag_core.serving.report import render_report
+    from hifirag_core.serving.answer_report import render_report
     from hifirag_core.serving.settings import ServiceSettings, service_config
 
     # issue 26's rule, issue 41's finding: the calibration missed the transfer targets on a third kind of

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS
 from hifirag_core.corpus.store import is_excluded
 from hifirag_core.evaluation.answerability_set import build_set, faq_page_left_out, half_of, load_spec
 from hifirag_core.evaluation.datasets import resolve_dataset

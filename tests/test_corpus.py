@@ -7,7 +7,7 @@ import pytest
 
 from hifirag_core.backends.offline import LocalFetcher, LocalSearch
 from hifirag_core.corpus.build import build_from_folder
-from hifirag_core.corpus.sources import SITES, Site, docs_html_dir, iter_tarball_pages
+from hifirag_core.corpus.sites import SITES, Site, docs_html_dir, iter_tarball_pages
 from hifirag_core.corpus.store import CorpusError, corpus_at, normalize_url, open_corpus
 from tests.sitegen import BASE_URL
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.credibility.corpus import ExperimentCorpus
-from hifirag_core.credibility.experiment import (
+from hifirag_core.evaluation.credibility_corpus import ExperimentCorpus
+from hifirag_core.evaluation.credibility_experiment import (
     BASELINE,
     CredibilityExperimentConfig,
     ExperimentResult,
@@ -23,7 +23,7 @@ from hifirag_core.credibility.experiment import (
     run_experiment,
     run_system,
 )
-from hifirag_core.credibility.report import PLOT_FILE, SUMMARY_FILE, write_report
+from hifirag_core.evaluation.credibility_report import PLOT_FILE, SUMMARY_FILE, write_report
 from hifirag_core.records import arrow_schema, to_table
 from hifirag_core.records.credibility import EXPERIMENT_RECORD_TYPES, CredibilitySummaryRecord
 from hifirag_core.records.tables import TABLES

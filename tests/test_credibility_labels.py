@@ -10,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.credibility.corpus import CorpusDoc, CorpusSpec, ExperimentCorpus, plan_corpus, realize
-from hifirag_core.credibility.labels import (
+from hifirag_core.evaluation.credibility_corpus import (
+    CorpusDoc,
+    CorpusSpec,
+    ExperimentCorpus,
+    plan_corpus,
+    realize,
+)
+from hifirag_core.evaluation.credibility_labels import (
     correctness_labels,
     hit_ids,
     labels_fixed_by_type,
     relevance_labels,
     values_by_type,
 )
-from hifirag_core.credibility.synthetic import CORPUS_TYPES, LOW_CREDIBILITY_TYPES
+from hifirag_core.evaluation.credibility_synthetic import CORPUS_TYPES, LOW_CREDIBILITY_TYPES
 from tests.credibility_helpers import medquad_path
 
 SENTENCES = ("{f} is inherited in an autosomal recessive pattern.", "It affects about 1 in 3,500 newborns.",

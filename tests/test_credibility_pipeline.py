@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hifirag_core.config import build_config
-from hifirag_core.corpus.sources import SourcePage
+from hifirag_core.corpus.sites import SourcePage
 from hifirag_core.corpus.store import Corpus
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.output import StageOutput

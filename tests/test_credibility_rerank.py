@@ -17,7 +17,7 @@ from hifirag_core.credibility.rerank import (
     weight_vector,
     with_strength,
 )
-from hifirag_core.credibility.sources import SOURCE_TYPES
+from hifirag_core.credibility.source_types import SOURCE_TYPES
 from hifirag_core.credibility.update import FeedbackRule, converged_at, correctness_feedback, update_weights
 
 

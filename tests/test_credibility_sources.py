@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.credibility.corpus import iter_medquad
-from hifirag_core.credibility.sources import (
+from hifirag_core.credibility.source_types import (
     SOURCE_TYPES,
     SourceRulesError,
     classify_source,
@@ -15,6 +14,7 @@ from hifirag_core.credibility.sources import (
     load_rules,
     parse_rules,
 )
+from hifirag_core.evaluation.credibility_corpus import iter_medquad
 from tests.credibility_helpers import medquad_path
 
 CASES: dict[str, list[str]] = {

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hifirag_core.credibility.corpus import (
+from hifirag_core.credibility.source_types import classify_source
+from hifirag_core.evaluation.credibility_corpus import (
     CORPUS_NAMESPACE,
     DEFAULT_TYPE_SHARES,
     REALISTIC_RATES,
@@ -24,8 +25,7 @@ from hifirag_core.credibility.corpus import (
     query_half,
     realize,
 )
-from hifirag_core.credibility.sources import classify_source
-from hifirag_core.credibility.synthetic import (
+from hifirag_core.evaluation.credibility_synthetic import (
     CORPUS_TYPES,
     LOW_CREDIBILITY_TYPES,
     change_date,

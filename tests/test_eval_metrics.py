@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from hifirag_core.config import ConfigError
+from hifirag_core.evaluation.answer_scoring import AnsweredQuestion, score_questions
 from hifirag_core.evaluation.compare import by_metric, changed_most, compare, summarize
-from hifirag_core.evaluation.config import build_evaluation_config
-from hifirag_core.evaluation.scoring import AnsweredQuestion, score_questions
+from hifirag_core.evaluation.eval_config import build_evaluation_config
 from hifirag_core.metrics.citations import citation_score, cited_sentences
 from hifirag_core.metrics.semantic import DEBERTA_METRIC, MINILM_METRIC, bertscore_f1, select_bertscore
-from hifirag_core.metrics.text import rouge_l, rouge_l_f1
+from hifirag_core.metrics.text_metrics import rouge_l, rouge_l_f1
 
 # --- ROUGE-L -------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from hifirag_core.evaluation.evaluate import RegressionDetected
+from hifirag_core.evaluation.eval_steps import RegressionDetected
 from hifirag_core.evaluation.export import build_submission, check_submission
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE
 from hifirag_core.store.warehouse import Warehouse
@@ -29,7 +29,7 @@ WORSE = f"corpus.exclude={json.dumps([BASE_URL + 'sync.html', BASE_URL + 'config
 def evaluate_on_site(data_root, examples_file, questions_file, tmp_path):
     """Run the evaluate flow on the test site; returns the final state."""
     from flows.environment import stage_cache_at
-    from flows.evaluate import evaluate
+    from flows.eval_flow import evaluate
 
     def run(overrides: list[str] | None = None, variants: list[str] | None = None, **kwargs):
         with stage_cache_at(data_root):
@@ -111,7 +111,7 @@ def test_a_worse_system_is_flagged_and_the_same_one_passes(evaluate_on_site, dat
 
 def test_calling_the_flow_directly_raises_the_regression(evaluate_on_site, data_root, examples_file, questions_file):
     from flows.environment import stage_cache_at
-    from flows.evaluate import evaluate
+    from flows.eval_flow import evaluate
 
     evaluate_on_site()
     with stage_cache_at(data_root), pytest.raises(RegressionDetected, match="regressed"):

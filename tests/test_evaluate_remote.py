@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from hifirag_core.evaluation.config import build_evaluation_config
+from hifirag_core.evaluation.eval_config import build_evaluation_config
 from hifirag_core.evaluation.remote import RemoteError, RemoteService, default_label, evaluate_remote
 from hifirag_core.questions import Question
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, StreamMessage

@@ -83,13 +83,13 @@ def test_an_llm_writer_without_markers_gets_per_sentence_citations_and_citation_
                                                                                        run_flow):
     import re
 
-    from hifirag_core.evaluation.compare import by_metric
-    from hifirag_core.evaluation.scoring import (
+    from hifirag_core.evaluation.answer_scoring import (
         embedding_similarity,
         load_answers,
         load_source_texts,
         score_questions,
     )
+    from hifirag_core.evaluation.compare import by_metric
     from hifirag_core.retrieval.embeddings import Embedder
 
     search, _ = corpus_web(data_root)

@@ -245,7 +245,7 @@ def test_through_the_model_fakes_a_missing_part_is_searched_with_the_models_quer
 def test_the_stream_says_when_it_looks_again_and_why():
     from hifirag_core.pipeline.output import StageOutput
     from hifirag_core.records import QueryPlanRecord, SufficiencyRecord
-    from hifirag_core.serving.report import stage_step
+    from hifirag_core.serving.answer_report import stage_step
 
     short = StageOutput(stage="sufficiency", records=[SufficiencyRecord(
         verdict="partial", covered=["bandwidth"], missing=["what does error E204 mean"], sections=3)])

@@ -21,8 +21,8 @@ import pytest
 from hifirag_core.evaluation.export import check_submission
 from hifirag_core.pipeline.specs import BASE_STAGES
 from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
+from hifirag_core.serving.answer_report import UNCHECKED_DRAFT
 from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, STEP_SEPARATOR, check_messages, parse_sse
-from hifirag_core.serving.report import UNCHECKED_DRAFT
 from hifirag_core.store.warehouse import Warehouse
 from tests.fakes.openai_server import OpenAIFake
 from tests.fakes.server import Fault, Response
@@ -269,7 +269,7 @@ def test_a_body_over_the_limit_gets_413_announced_or_chunked(offline):
 
 
 def test_evaluate_remote_scores_this_service_from_its_result_jsonl(offline, tmp_path):
-    from hifirag_core.evaluation.config import build_evaluation_config
+    from hifirag_core.evaluation.eval_config import build_evaluation_config
     from hifirag_core.evaluation.remote import evaluate_remote
 
     url, _ = offline

@@ -20,6 +20,16 @@ from hifirag_core.records import (
     SectionRecord,
     UrlDecisionRecord,
 )
+from hifirag_core.serving.answer_report import (
+    ABSTAINED,
+    ANSWERED,
+    DRAFT,
+    UNCHECKED_DRAFT,
+    answer_pieces,
+    partial_report,
+    render_report,
+    stage_step,
+)
 from hifirag_core.serving.contract import (
     STEP_SEPARATOR,
     BadRequest,
@@ -30,16 +40,6 @@ from hifirag_core.serving.contract import (
     check_messages,
     parse_request,
     parse_sse,
-)
-from hifirag_core.serving.report import (
-    ABSTAINED,
-    ANSWERED,
-    DRAFT,
-    UNCHECKED_DRAFT,
-    answer_pieces,
-    partial_report,
-    render_report,
-    stage_step,
 )
 
 URL = "https://docs.tidewater.example/sync.html"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.limits import bucket
+from tasks.shared_limits import bucket
 from tests import PROJECT_ROOT
 from tests.fakes.openai_server import OpenAIFake
 from tests.prefect_server import prefect_server
@@ -178,7 +178,7 @@ def test_with_the_server_away_paid_calls_fail_closed_and_say_why(tmp_path, caplo
     from hifirag_core.config import build_config
     from hifirag_core.errors import TransientError
     from hifirag_core.types import ChatTurn
-    from tasks.limits import PrefectLedger
+    from tasks.shared_limits import PrefectLedger
 
     def ask(chat, n: int):
         return chat.chat([ChatTurn("user", f"Say hello, call {n}.")], stage="query_plan", prompt_name="probe",
@@ -205,7 +205,7 @@ def test_with_the_server_away_paid_calls_fail_closed_and_say_why(tmp_path, caplo
             after = {name: [ask(chat, n) for n in (1, 2)] for name, chat in chats.items()}
             with pytest.raises(TransientError, match="does not answer"):
                 ledgers["budget"].spent()
-            with caplog.at_level("WARNING", logger="tasks.limits"):
+            with caplog.at_level("WARNING", logger="tasks.shared_limits"):
                 ledgers["budget"].spend(0.0, 123)  # a call that finished as the server went: no error, kept
         sent_after = len(fake.requests) - sent_before
         # a server answers again (here a new one, its database empty): the limits are made again, the kept

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hifirag_core.corpus import store
-from hifirag_core.corpus.sources import iter_folder_pages
+from hifirag_core.corpus.sites import iter_folder_pages
 from hifirag_core.retrieval.embeddings import Embedder, encoder_layout, length_batches, minilm_path
 from tests.sitegen import BASE_URL
 
@@ -201,7 +201,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {project!r})
 from hifirag_core.corpus import store
-from hifirag_core.corpus.sources import iter_folder_pages
+from hifirag_core.corpus.sites import iter_folder_pages
 from hifirag_core.store.blobs import blob_store
 store.PARALLEL_BUILD_PAGES = 2
 root = Path({root!r})

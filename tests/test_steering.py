@@ -260,7 +260,7 @@ def _page(title: str, body: str, published: str | None) -> bytes:
 
 @pytest.fixture
 def steered_root(tmp_path: Path) -> Path:
-    from hifirag_core.corpus.sources import SourcePage
+    from hifirag_core.corpus.sites import SourcePage
     from hifirag_core.corpus.store import Corpus
     from hifirag_core.store.blobs import blob_store
 
@@ -394,7 +394,7 @@ def test_the_runs_steering_and_a_questions_together_are_checked_in_one_place(tmp
 
     from flows.cli import app
     from hifirag_core.config import build_config
-    from hifirag_core.pipeline.steer import steering_conflicts
+    from hifirag_core.pipeline.question_steering import steering_conflicts
 
     cfg = build_config(overrides={"steer": {"before": "2020-01-01", "exclude_sites": ["a.example"]}})
     (window,) = steering_conflicts(cfg, {"after": "2023-01-01"}, "the request's")

@@ -18,9 +18,9 @@ from hifirag_core.corpus.build import build_from_folder
 from hifirag_core.corpus.store import corpus_at
 from hifirag_core.questions import load_questions
 from hifirag_core.testset.build import build_fresh_set
-from hifirag_core.testset.output import provenance_path, validate_mmu_jsonl
-from hifirag_core.testset.plan import open_builder, plan_fresh_set, save
-from hifirag_core.testset.sources import STANDIN_LABEL
+from hifirag_core.testset.pair_sources import STANDIN_LABEL
+from hifirag_core.testset.testset_output import provenance_path, validate_mmu_jsonl
+from hifirag_core.testset.testset_plan import open_builder, plan_fresh_set, save
 from tests.fakes.gemini import FreshFact, GeminiFake
 from tests.fakes.server import Response
 from tests.fakes.site import SiteFake

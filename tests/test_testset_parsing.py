@@ -10,8 +10,8 @@ import pytest
 from hifirag_core.backends.grounding import grounding_from_parts
 from hifirag_core.config import ConfigError
 from hifirag_core.questions import load_questions
+from hifirag_core.testset.pair_sources import heading_text, standin_answer, standin_question
 from hifirag_core.testset.pairs import parse_qa_pairs
-from hifirag_core.testset.sources import heading_text, standin_answer, standin_question
 from hifirag_core.testset.style import parse_style, render_examples, style_examples
 
 # --- A.6 replies ---------------------------------------------------------------------------------

@@ -170,8 +170,8 @@ def test_only_the_writers_draft_and_refinement_are_streamed(make_guards) -> None
 
 
 def test_a_growing_step_is_replaced_in_place_and_then_by_the_finished_stage() -> None:
+    from hifirag_core.serving.answer_report import writing_step
     from hifirag_core.serving.contract import STEP_SEPARATOR, Transcript, check_messages
-    from hifirag_core.serving.report import writing_step
 
     transcript = Transcript()
     messages = [transcript.thinking("**Question received**"),

@@ -45,7 +45,7 @@ import Stemmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hifirag_core.corpus.sources import SITES, docs_html_dir, iter_tarball_pages  # noqa: E402
+from hifirag_core.corpus.sites import SITES, docs_html_dir, iter_tarball_pages  # noqa: E402
 from hifirag_core.evaluation import transfer  # noqa: E402
 from hifirag_core.evaluation.answerability_set import half_of  # noqa: E402
 from hifirag_core.evaluation.transfer_set import answer_paragraphs, health_pages, load_medquad, page_groups  # noqa: E402

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hifirag_core.backends.offline import search_queries  # noqa: E402
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS
 from hifirag_core.corpus.store import is_excluded, open_corpus, passages  # noqa: E402
 from hifirag_core.evaluation.answerability_set import SPEC_PATH, faq_page_left_out, load_spec  # noqa: E402
 from hifirag_core.resources import data_root, shared_data_dir

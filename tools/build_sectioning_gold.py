@@ -15,7 +15,7 @@ from pathlib import Path
 import lxml.html
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "gold" / "sectioning_gold.json"
 PAGES_PER_SITE = {"python3.11-doc": 14, "python-django-doc": 14, "postgresql-doc-15": 14,

@@ -86,8 +86,8 @@ def eval_(
     """
     where = runner_params(runner, dask_address, dask_workers)
     root = setup(data_root)
-    from hifirag_core.evaluation.config import build_evaluation_config
-    from hifirag_core.evaluation.evaluate import plan_evaluation
+    from hifirag_core.evaluation.eval_config import build_evaluation_config
+    from hifirag_core.evaluation.eval_steps import plan_evaluation
 
     names = [v.strip() for v in variants.split(",") if v.strip()]
     settings = list(eval_set or []) + ([f"deberta_path={deberta_path}"] if deberta_path else [])
@@ -104,7 +104,7 @@ def eval_(
     from flows.environment import server_starting, stage_cache_at
 
     with server_starting():
-        from flows.evaluate import evaluate_plan
+        from flows.eval_flow import evaluate_plan
         from hifirag_core.corpus.build import ensure_corpus
 
         try:
@@ -220,7 +220,7 @@ def evaluate_remote(
     if endpoint not in ("evaluate", "run"):
         fail(ValueError(f"--endpoint {endpoint!r}: choose evaluate or run"))
     root = setup(data_root)
-    from hifirag_core.evaluation.config import build_evaluation_config
+    from hifirag_core.evaluation.eval_config import build_evaluation_config
     from hifirag_core.evaluation.remote import RemoteError
     from hifirag_core.evaluation.remote import evaluate_remote as evaluate_service
 

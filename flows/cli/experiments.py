@@ -34,7 +34,7 @@ def credibility(
     """
     root = setup(data_root)
     settings = [f"n_queries={queries}", *(set_ or [])]
-    from hifirag_core.credibility.experiment import CredibilityExperimentConfig
+    from hifirag_core.evaluation.credibility_experiment import CredibilityExperimentConfig
 
     try:
         config = CredibilityExperimentConfig.model_validate(parse_overrides(settings))
@@ -81,7 +81,7 @@ def fresh_testset(
     [bold]Example[/bold]: hifirag testset fresh --after 2025-02-01 --n 100 --style mmu:10 --out fresh-2025.jsonl
     """
     root = setup(data_root)
-    from hifirag_core.testset.plan import plan_fresh_set
+    from hifirag_core.testset.testset_plan import plan_fresh_set
 
     settings = list(testset_set or []) + ([f"model={model}"] if model else [])
     values = {"after": after, "n": n, "style": style, "seed": seed, "source": source}

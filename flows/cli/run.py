@@ -43,7 +43,7 @@ from flows.cli.common import (
     setup,
     steer_overrides,
 )
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS
 from hifirag_core.corpus.store import CorpusError
 from hifirag_core.pipeline.specs import STAGE_NAMES
 from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT
@@ -170,7 +170,7 @@ def print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
                   detail: bool = False) -> None:
     from hifirag_core.evaluation.export import cited_answers
     from hifirag_core.metrics.bootstrap import bootstrap_ci
-    from hifirag_core.metrics.text import rouge_l
+    from hifirag_core.metrics.text_metrics import rouge_l
 
     try:
         answers = cited_answers(warehouse, run_id, question_ids)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hifirag_core.config import PipelineConfig, search_providers
 from hifirag_core.corpus.folder import folder_corpus
-from hifirag_core.corpus.sources import (
+from hifirag_core.corpus.sites import (
     SITES,
     SourcePage,
     docs_html_dir,

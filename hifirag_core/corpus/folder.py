@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote, urlsplit
 from markdown_it import MarkdownIt
 
 from hifirag_core.config import SectioningConfig
-from hifirag_core.corpus.sources import SourcePage
+from hifirag_core.corpus.sites import SourcePage
 from hifirag_core.corpus.store import Corpus, CorpusError, corpus_at
 from hifirag_core.hashing import stable_hash
 from hifirag_core.sectioning.pdf import parse_pdf_sections

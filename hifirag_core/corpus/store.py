@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import Stemmer
 
 from hifirag_core.config import usable_cores
-from hifirag_core.corpus.sources import SourcePage
+from hifirag_core.corpus.sites import SourcePage
 from hifirag_core.hashing import stable_hash
 from hifirag_core.sectioning import SECTIONER_VERSION, parse_sections
 from hifirag_core.steering import DateWindow, SiteRules

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hifirag_core.config import CredibilityConfig
-from hifirag_core.credibility.sources import SOURCE_TYPES
+from hifirag_core.credibility.source_types import SOURCE_TYPES
 
 # These are the values third-party notes attribute to table 1 of the source-aware reranking paper
 # (Tata Koganti and Garrido-Lestache Belinchon, arXiv 2607.22584); our copy of the paper names the

@@ -29,7 +29,7 @@ import numpy as np
 
 from hifirag_core.config import CredibilityConfig
 from hifirag_core.credibility.priors import CLIP_MAX, CLIP_MIN, resolve_priors
-from hifirag_core.credibility.sources import SOURCE_TYPES, SourceRules, classify_sources
+from hifirag_core.credibility.source_types import SOURCE_TYPES, SourceRules, classify_sources
 
 TYPE_INDEX: dict[str, int] = {t: i for i, t in enumerate(SOURCE_TYPES)}
 

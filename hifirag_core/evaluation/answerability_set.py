@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.corpus.sources import SITES, gold_location
+from hifirag_core.corpus.sites import SITES, gold_location
 from hifirag_core.resources import shared_data_dir
 
 SPEC_PATH = Path(__file__).with_name("answerability_set.json")

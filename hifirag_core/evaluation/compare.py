@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hifirag_core.config import PipelineConfig
-from hifirag_core.evaluation.config import EvaluationConfig
+from hifirag_core.evaluation.eval_config import EvaluationConfig
 from hifirag_core.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
 from hifirag_core.records import ScoreRecord
 from hifirag_core.records.evaluation import EvaluationMetricRecord

@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hifirag_core.corpus.sources import FAQ_PAGE_PATTERNS
+from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS
 from hifirag_core.evaluation import answerability_set, transfer_set, two_part
 from hifirag_core.hashing import stable_hash
 from hifirag_core.questions import QuestionSet

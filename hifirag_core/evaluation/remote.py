@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from hifirag_core.evaluation.config import EvaluationConfig
 from hifirag_core.evaluation.datasets import resolve_dataset
-from hifirag_core.evaluation.evaluate import (
+from hifirag_core.evaluation.eval_config import EvaluationConfig
+from hifirag_core.evaluation.eval_steps import (
     EvaluationPlan,
     Scorer,
     build_report,

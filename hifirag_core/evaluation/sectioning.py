@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hifirag_core.corpus.sources import SourcePage
+from hifirag_core.corpus.sites import SourcePage
 from hifirag_core.hashing import sha256_bytes, stable_hash
-from hifirag_core.sectioning.types import ParsedSection
+from hifirag_core.sectioning.section_types import ParsedSection
 
 _J = r"[\W_]+"  # any run of punctuation or Markdown between two chrome words
 

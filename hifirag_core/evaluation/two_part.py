@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hifirag_core.corpus.sources import gold_location
+from hifirag_core.corpus.sites import gold_location
 from hifirag_core.metrics.bootstrap import PairedBootstrapCI, paired_bootstrap_ci
 from hifirag_core.resources import shared_data_dir
 from hifirag_core.store.warehouse import Warehouse

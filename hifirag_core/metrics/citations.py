@@ -6,7 +6,7 @@ carries ``[n]`` markers after the sentence they cite (``[1][3]`` and ``[1, 3]`` 
 :func:`citation_score`). For a sentence and a source, *support* is the best
 similarity between the sentence and any passage (sentence) of the source's text; the sentence is
 supported by the source when support reaches a calibrated threshold (see
-``hifirag_core/evaluation/config.py`` for how it was calibrated).
+``hifirag_core/evaluation/eval_config.py`` for how it was calibrated).
 
 * **recall**: the share of answer sentences supported by at least one of the sources they cite
   (an uncited sentence is unsupported);

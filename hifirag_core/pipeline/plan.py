@@ -16,8 +16,8 @@ from pathlib import Path
 from hifirag_core.config import PipelineConfig, uses_real_backends
 from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
+from hifirag_core.pipeline.question_steering import steering_conflicts
 from hifirag_core.pipeline.specs import PIPELINE, spec, stage_index
-from hifirag_core.pipeline.steer import steering_conflicts
 from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.profiles import ConfigFile, resolve_config
 from hifirag_core.questions import InputError, Question, QuestionSet, load_questions, select_questions

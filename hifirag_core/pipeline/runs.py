@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hifirag_core.corpus.sources import gold_location
+from hifirag_core.corpus.sites import gold_location
 from hifirag_core.pipeline.plan import RunPlan
 from hifirag_core.records import QuestionRecord, RunRecord, utcnow
 from hifirag_core.store.warehouse import Warehouse

@@ -27,8 +27,9 @@ from hifirag_core.errors import TransientError, error_status
 from hifirag_core.hashing import stable_hash
 from hifirag_core.pipeline import steps
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.question_steering import steered_slice
 from hifirag_core.pipeline.stages import (
-    citations,
+    citation_check,
     fetch,
     final_answer,
     query_plan,
@@ -39,7 +40,6 @@ from hifirag_core.pipeline.stages import (
     url_filter,
     writing,
 )
-from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import (
@@ -332,7 +332,7 @@ def _live_age(kind: Literal["search", "fetch"]) -> Callable[[PipelineConfig], fl
 
 _FILTER_MODEL = ("backends.filter_llm", "models.filter")
 _WRITER_MODEL = ("backends.writer_llm", "models.writer")
-# Steering (hifirag_core.pipeline.steer): the site rules, and the date window with its rule for undated pages.
+# Steering (hifirag_core.pipeline.question_steering): the site rules, and the date window with its rule for undated pages.
 _SITES = ("steer.sites", "steer.exclude_sites")
 _WINDOW = ("steer.after", "steer.before", "steer.undated")
 
@@ -423,7 +423,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "citations", (CitationRecord, AnswerSentenceRecord), "4", ("citations", *_FILTER_MODEL),
-        citations.verify_citations,
+        citation_check.verify_citations,
         # the writer's own text, markers and all: they are a hint the citation check may follow; an
         # answer that abstains has nothing to cite
         lambda t: {"answer": t.answer_to_cite(), "sources": t.sources()},

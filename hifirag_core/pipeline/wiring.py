@@ -85,7 +85,7 @@ def runtime_for(ctx: RunContext, *, ledger: Callable[[RunContext], Ledger] | Non
     """The live runtime for ``ctx`` in this process, built on first use.
 
     ``ledger`` makes the run's rate limits and budget count across processes (``ctx.shared_limits``);
-    ``tasks/limits.py`` gives the Prefect server's.
+    ``tasks/shared_limits.py`` gives the Prefect server's.
     """
     with _LOCK:
         rt = _RUNTIMES.get(ctx.key)

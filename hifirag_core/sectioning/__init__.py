@@ -18,9 +18,9 @@ from hifirag_core.sectioning.decoding import decode_html
 from hifirag_core.sectioning.guards import nesting_work
 from hifirag_core.sectioning.markdown import bold_lines, walk
 from hifirag_core.sectioning.outline import build_sections
+from hifirag_core.sectioning.section_types import ParsedPage, ParsedSection
 from hifirag_core.sectioning.stylesheets import remove_hidden_by_style_sheets
 from hifirag_core.sectioning.tree import format_section_tree
-from hifirag_core.sectioning.types import ParsedPage, ParsedSection
 from hifirag_core.text import normalize_ws
 
 __all__ = ["SECTIONER_VERSION", "ParsedPage", "ParsedSection", "format_section_tree", "parse_sections"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from hifirag_core.hashing import text_hash
 from hifirag_core.sectioning import rules
 from hifirag_core.sectioning.markdown import Event, Heading
-from hifirag_core.sectioning.types import ParsedSection
+from hifirag_core.sectioning.section_types import ParsedSection
 from hifirag_core.text import split_sentences, word_count
 
 

@@ -39,7 +39,7 @@ import pypdfium2.raw as pdfium_c
 from hifirag_core.config import SectioningConfig
 from hifirag_core.sectioning.markdown import Event, Heading
 from hifirag_core.sectioning.outline import build_sections
-from hifirag_core.sectioning.types import ParsedPage
+from hifirag_core.sectioning.section_types import ParsedPage
 from hifirag_core.text import normalize_ws
 
 _PDFIUM_LOCK = threading.Lock()

@@ -16,7 +16,7 @@ import re
 from hifirag_core.config import SectioningConfig
 from hifirag_core.sectioning.markdown import Event, Heading
 from hifirag_core.sectioning.outline import build_sections
-from hifirag_core.sectioning.types import ParsedPage
+from hifirag_core.sectioning.section_types import ParsedPage
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n+")
 DEFAULT_CONFIG = SectioningConfig()

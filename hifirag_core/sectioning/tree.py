@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hifirag_core.sectioning.types import ParsedPage
+from hifirag_core.sectioning.section_types import ParsedPage
 
 _PREVIEW = 72
 

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hifirag_core.pipeline.steer import steering_conflicts
+from hifirag_core.pipeline.question_steering import steering_conflicts
 from hifirag_core.serving.access import TOKEN_ENV, Access, AccessGuard, session_response
 from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateRequest, RunRequest, parse_request
 from hifirag_core.serving.pages import add_pages

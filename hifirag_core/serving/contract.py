@@ -26,7 +26,7 @@ Each message carries the whole state so far (every step, and the answer as far a
 written) rather than a delta: the last message alone is the complete answer, as the contract asks,
 and RMIT's R2RAG (rmit-ir/NeurIPS-MMU-RAG ``src/tools/responses/mmu_rag_stream.py``) streams the same way.
 
-Nothing here knows the pipeline; ``hifirag_core.serving.report`` turns stage outputs into steps.
+Nothing here knows the pipeline; ``hifirag_core.serving.answer_report`` turns stage outputs into steps.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hifirag_core.pipeline.steer import steering_conflicts
+from hifirag_core.pipeline.question_steering import steering_conflicts
 from hifirag_core.serving.access import Access, AccessGuard
 from hifirag_core.serving.contract import STEP_SEPARATOR, BadRequest, RunRequest, parse_request, parse_sse
 from hifirag_core.serving.service import Service

@@ -51,9 +51,7 @@ from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord, utcnow
 from hifirag_core.records.serving import ServedRequestRecord
 from hifirag_core.secrets import redact
-from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, StreamMessage, Transcript
-from hifirag_core.serving.ledger import ServiceRuns
-from hifirag_core.serving.report import (
+from hifirag_core.serving.answer_report import (
     DRAFT,
     Report,
     answer_pieces,
@@ -62,6 +60,8 @@ from hifirag_core.serving.report import (
     stage_step,
     writing_step,
 )
+from hifirag_core.serving.contract import NO_ANSWER_RESPONSE, StreamMessage, Transcript
+from hifirag_core.serving.ledger import ServiceRuns
 from hifirag_core.serving.settings import (
     ServiceSettings,
     capacity,

@@ -24,11 +24,11 @@ from datetime import UTC, date, datetime
 
 import numpy as np
 
-from hifirag_core.metrics.text import rouge_l
+from hifirag_core.metrics.text_metrics import rouge_l
 from hifirag_core.records import LLMCallRecord
-from hifirag_core.testset.config import FreshSetConfig
-from hifirag_core.testset.sources import Batch, Candidate, DatedSource, PairSource, SourceDater
+from hifirag_core.testset.pair_sources import Batch, Candidate, DatedSource, PairSource, SourceDater
 from hifirag_core.testset.style import StyleExample
+from hifirag_core.testset.testset_config import FreshSetConfig
 from hifirag_core.types import WriterModel
 
 RULES = ("not_fresh", "near_duplicate", "answered_without_search")

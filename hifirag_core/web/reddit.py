@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from hifirag_core.config import RedditConfig
 from hifirag_core.hashing import text_hash
 from hifirag_core.sectioning.outline import split_text
-from hifirag_core.sectioning.types import ParsedPage, ParsedSection
+from hifirag_core.sectioning.section_types import ParsedPage, ParsedSection
 from hifirag_core.text import word_count
 
 

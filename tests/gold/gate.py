@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hifirag_core.corpus.sources import docs_html_dir, iter_tarball_pages
+from hifirag_core.corpus.sites import docs_html_dir, iter_tarball_pages
 from hifirag_core.evaluation.sectioning import gate_scores, gold_fingerprint
 from hifirag_core.resources import shared_data_dir
 from hifirag_core.sectioning import parse_sections

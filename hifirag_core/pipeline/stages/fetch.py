@@ -18,11 +18,11 @@ from hifirag_core.cpu import in_context
 from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM, EarlyKey, PagePipeline
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.runtime import Runtime
 from hifirag_core.pipeline.stages.section_rank import judge_page, page_to_rank, sections_per_page
 from hifirag_core.pipeline.stages.sections import page_sections
 from hifirag_core.pipeline.stages.url_filter import kept_urls
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,

@@ -13,8 +13,8 @@ from hifirag_core.evidence.attribution import (
 )
 from hifirag_core.pipeline.derived import abstains, final_text
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     AnswerRecord,

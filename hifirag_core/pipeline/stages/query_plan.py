@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     QueryPlanRecord,

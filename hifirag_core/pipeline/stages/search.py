@@ -11,8 +11,8 @@ from hifirag_core.errors import BackendError, TransientError, error_status
 from hifirag_core.pipeline import providers
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.runtime import Runtime, SearchProviders
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,

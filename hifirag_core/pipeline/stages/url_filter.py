@@ -9,9 +9,9 @@ import numpy as np
 from hifirag_core.config import caps_apply
 from hifirag_core.credibility.rerank import score_with_prior
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.relevance import similarities
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,

@@ -16,9 +16,9 @@ from hifirag_core.evidence.answerability import (
 )
 from hifirag_core.pipeline.derived import writer_asked
 from hifirag_core.pipeline.output import StageOutput
+from hifirag_core.pipeline.question_steering import Steer
 from hifirag_core.pipeline.relevance import similarity
 from hifirag_core.pipeline.runtime import Runtime
-from hifirag_core.pipeline.steer import Steer
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,

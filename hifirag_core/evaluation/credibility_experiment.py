@@ -34,7 +34,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hifirag_core.config import CredibilityConfig
-from hifirag_core.credibility.corpus import (
+from hifirag_core.credibility.priors import resolve_priors
+from hifirag_core.credibility.rerank import CredibilityReranker, Ranking, weight_vector
+from hifirag_core.credibility.source_types import SOURCE_TYPES
+from hifirag_core.credibility.update import FeedbackRule, correctness_feedback, update_weights
+from hifirag_core.evaluation.credibility_corpus import (
     DEFAULT_TYPE_SHARES,
     REALISTIC_RATES,
     CorpusPlan,
@@ -44,11 +48,7 @@ from hifirag_core.credibility.corpus import (
     plan_corpus,
     realize,
 )
-from hifirag_core.credibility.labels import hit_ids
-from hifirag_core.credibility.priors import resolve_priors
-from hifirag_core.credibility.rerank import CredibilityReranker, Ranking, weight_vector
-from hifirag_core.credibility.sources import SOURCE_TYPES
-from hifirag_core.credibility.update import FeedbackRule, correctness_feedback, update_weights
+from hifirag_core.evaluation.credibility_labels import hit_ids
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.bootstrap import DEFAULT_SEED, bootstrap_ci, paired_bootstrap_ci
 from hifirag_core.metrics.retrieval import (

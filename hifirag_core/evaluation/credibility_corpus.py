@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hifirag_core.credibility.labels import correctness_labels, relevance_labels
-from hifirag_core.credibility.sources import classify_source
-from hifirag_core.credibility.synthetic import (
+from hifirag_core.credibility.source_types import classify_source
+from hifirag_core.evaluation.credibility_labels import correctness_labels, relevance_labels
+from hifirag_core.evaluation.credibility_synthetic import (
     CORPUS_TYPES,
     LOW_CREDIBILITY_TYPES,
     corrupt,

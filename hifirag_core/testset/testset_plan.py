@@ -20,9 +20,9 @@ from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.prompts import Prompt, load_prompt
 from hifirag_core.secrets import get_secret, optional_secret
 from hifirag_core.testset.build import FreshSet, FreshSetBuilder, today_utc
-from hifirag_core.testset.config import FreshSetConfig, build_testset_config
-from hifirag_core.testset.output import write_fresh_set
 from hifirag_core.testset.style import StyleExample, StyleSpec, parse_style, style_examples, typical_words
+from hifirag_core.testset.testset_config import FreshSetConfig, build_testset_config
+from hifirag_core.testset.testset_output import write_fresh_set
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
         from hifirag_core.backends import factory
         from hifirag_core.llm.prompts import STEERING_PROMPTS, PromptSet
         from hifirag_core.llm.writer_model import LLMWriterModel
-        from hifirag_core.testset.sources import FetchDater, GroundedPairSource
+        from hifirag_core.testset.pair_sources import FetchDater, GroundedPairSource
 
         guards = factory.build_guards(pipeline)
         generating = build_config(overrides={"backends": {"writer_llm": "gemini"}, "models": {"writer": plan.model}},
@@ -123,7 +123,7 @@ def open_builder(plan: FreshSetPlan) -> FreshSetBuilder:
         return FreshSetBuilder(cfg, source, dater, embedder.encode, baseline, plan.examples)
     from hifirag_core.backends.offline import OfflineWriterModel
     from hifirag_core.corpus.store import open_corpus
-    from hifirag_core.testset.sources import CorpusDater, CorpusPairSource
+    from hifirag_core.testset.pair_sources import CorpusDater, CorpusPairSource
 
     corpus = open_corpus(plan.data_root, pipeline.corpus.name)
     source = CorpusPairSource(corpus, cfg.after, cfg.seed, cfg.date_evidence, typical_words(list(plan.examples)),

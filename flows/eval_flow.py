@@ -19,8 +19,10 @@ from prefect.states import Failed
 from flows.answer import run_plans
 from flows.runners import Runner, RunnerChoice
 from hifirag_core.corpus.build import ensure_corpus
-from hifirag_core.evaluation.config import build_evaluation_config
-from hifirag_core.evaluation.evaluate import (
+from hifirag_core.evaluation.answer_scoring import computed_seconds
+from hifirag_core.evaluation.eval_config import build_evaluation_config
+from hifirag_core.evaluation.eval_report import VariantResult
+from hifirag_core.evaluation.eval_steps import (
     EvaluationPlan,
     RegressionDetected,
     ScoredVariant,
@@ -35,8 +37,6 @@ from hifirag_core.evaluation.evaluate import (
     write_evaluation,
     write_report,
 )
-from hifirag_core.evaluation.report import VariantResult
-from hifirag_core.evaluation.scoring import computed_seconds
 from hifirag_core.records import utcnow
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.store.warehouse import Warehouse

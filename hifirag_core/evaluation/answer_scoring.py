@@ -39,7 +39,7 @@ import numpy as np
 from hifirag_core.hashing import stable_hash
 from hifirag_core.metrics.citations import CitedSentence, score_claims, source_passages
 from hifirag_core.metrics.semantic import BertScoreSpec, bertscore_f1
-from hifirag_core.metrics.text import rouge_l
+from hifirag_core.metrics.text_metrics import rouge_l
 from hifirag_core.records import ScoreRecord
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.text import word_count

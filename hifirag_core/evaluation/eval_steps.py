@@ -1,4 +1,4 @@
-"""The steps of an evaluation as plain functions; ``flows/evaluate.py`` orders them as Prefect tasks.
+"""The steps of an evaluation as plain functions; ``flows/eval_flow.py`` orders them as Prefect tasks.
 
     plan_evaluation -> (answer each variant: the answer flow) -> score_variant -> gate_variant
         -> write_evaluation -> write_report
@@ -16,25 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hifirag_core.config import ConfigError, PipelineConfig
-from hifirag_core.evaluation.compare import (
-    MetricValues,
-    Verdict,
-    by_metric,
-    compare,
-    summarize,
-    true_by_construction,
-)
-from hifirag_core.evaluation.config import EvaluationConfig
-from hifirag_core.evaluation.datasets import EvalDataset, resolve_dataset
-from hifirag_core.evaluation.report import (
-    FUNNEL_STEPS,
-    EvaluationReport,
-    StageCost,
-    VariantResult,
-    markdown,
-    to_html,
-)
-from hifirag_core.evaluation.scoring import (
+from hifirag_core.evaluation.answer_scoring import (
     AnsweredQuestion,
     echo_scores,
     embedding_similarity,
@@ -45,6 +27,24 @@ from hifirag_core.evaluation.scoring import (
     load_source_texts,
     score_questions,
     stage_seconds,
+)
+from hifirag_core.evaluation.compare import (
+    MetricValues,
+    Verdict,
+    by_metric,
+    compare,
+    summarize,
+    true_by_construction,
+)
+from hifirag_core.evaluation.datasets import EvalDataset, resolve_dataset
+from hifirag_core.evaluation.eval_config import EvaluationConfig
+from hifirag_core.evaluation.eval_report import (
+    FUNNEL_STEPS,
+    EvaluationReport,
+    StageCost,
+    VariantResult,
+    markdown,
+    to_html,
 )
 from hifirag_core.evaluation.two_part import gold_sections_found
 from hifirag_core.hashing import stable_hash

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from hifirag_core.credibility.experiment import (
+from hifirag_core.credibility.priors import resolve_priors
+from hifirag_core.credibility.update import converged_at
+from hifirag_core.evaluation.credibility_experiment import (
     BASELINE,
     CredibilityExperimentConfig,
     ExperimentResult,
     HurtPoint,
 )
-from hifirag_core.credibility.priors import resolve_priors
-from hifirag_core.credibility.update import converged_at
 from hifirag_core.records.credibility import CredibilityQueryRecord, CredibilitySummaryRecord
 
 SUMMARY_FILE = "credibility_summary.md"
