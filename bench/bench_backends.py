@@ -1,6 +1,6 @@
 """Throughput of the answer flow through the real clients, against fakes with realistic latency.
 
-The fakes (``tests/fakes``) run in this process on 127.0.0.1: Gemini answers after
+The fakes (``tests/support/fakes``) run in this process on 127.0.0.1: Gemini answers after
 ``--filter-latency`` seconds for the filter model's prompts (query plan, URL filter, section
 ranking, citations) and ``--writer-latency`` for the writer's (draft, refine); Programmable Search
 answers after ``--search-latency`` and Scrapingdog's scrape API after ``--scrape-latency``. They
@@ -65,7 +65,7 @@ from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
-from tests.fakes.server import FakeServer, Request, Response  # noqa: E402
+from tests.support.fakes.server import FakeServer, Request, Response  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "backends"
 FAQ = shared_data_dir() / "docs_faq" / "faq_qa.jsonl"
@@ -184,7 +184,7 @@ def effective_config(overrides: list[str]) -> PipelineConfig:
 
 def measure(setup: Setup, label: str) -> dict:
     """Start the fakes, run the flow in a child against them, collect what both sides saw."""
-    from tests.fakes.services import fake_services
+    from tests.support.fakes.services import fake_services
 
     web = CorpusWeb(corpus_base())
     root = OUT / label

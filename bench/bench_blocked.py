@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.resources import shared_data_dir  # noqa: E402
 from hifirag_core.web.blocked import detect_blocked  # noqa: E402
-from tests.real_pages import RealPage, iter_doc_pages, iter_health_pages  # noqa: E402
+from tests.support.real_pages import RealPage, iter_doc_pages, iter_health_pages  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "blocked"
 

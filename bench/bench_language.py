@@ -1,6 +1,6 @@
 """Language identification of short questions: accuracy per language and speed, per library.
 
-The question set is ``tests/data/language_questions.jsonl`` (16 questions in each of 16 languages, written
+The question set is ``tests/support/data/language_questions.jsonl`` (16 questions in each of 16 languages, written
 for this project) plus English questions read from the shared data (the FAQ set and MMU-RAGent), the
 kind of input the pipeline gets. Every library that imports is measured; the others are named and
 skipped, so the choice can be checked again after a version change:

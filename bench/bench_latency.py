@@ -1,7 +1,7 @@
 """What one person waiting for one answer feels: the service's /run, one question at a time, through the
 real clients against fakes whose latencies are drawn from distributions, before and after ``limits.overlap``.
 
-The fakes (``tests/fakes``) serve the documentation corpus (FAQ pages excluded) as the web. Each call's
+The fakes (``tests/support/fakes``) serve the documentation corpus (FAQ pages excluded) as the web. Each call's
 latency is drawn from a seeded lognormal per provider (figures and sources in ``bench/README.md``):
 
 * Gemini 2.5 Flash (the filter model) and 2.5 Pro (the writer): time to first token, plus the reply's
@@ -65,8 +65,8 @@ from hifirag_core.config import PipelineConfig  # noqa: E402
 from hifirag_core.corpus.sites import FAQ_PAGE_PATTERNS  # noqa: E402
 from hifirag_core.pipeline.overlap import PAGE_PARALLELISM  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
-from tests.fakes import llm_brain  # noqa: E402
-from tests.fakes.server import FakeServer, Request, Response  # noqa: E402
+from tests.support.fakes import llm_brain  # noqa: E402
+from tests.support.fakes.server import FakeServer, Request, Response  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "latency"
 MODES = (("before", False), ("after", True))  # limits.overlap
@@ -297,7 +297,7 @@ def fresh_root(root: Path, base: Path) -> Path:
 def run_mode(label: str, overlap: bool, questions: list[str], base: Path, model: LatencyModel,
              fake_overrides: list[str], api: str) -> dict:
     from hifirag_core.store.warehouse import Warehouse
-    from tests.service_process import hifirag_service
+    from tests.support.service_process import hifirag_service
 
     root = fresh_root(OUT / label, base)
     args = [f"--set={o}" for o in (*fake_overrides, f"corpus.exclude={json.dumps(list(FAQ_PAGE_PATTERNS))}",
@@ -411,8 +411,8 @@ def main() -> None:
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
     from hifirag_core.pipeline.plan import plan_run
-    from tests.fakes.services import fake_services
-    from tests.prefect_server import prefect_server
+    from tests.support.fakes.services import fake_services
+    from tests.support.prefect_server import prefect_server
 
     base = corpus_base()
     web = CorpusWeb(base)

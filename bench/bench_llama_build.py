@@ -4,7 +4,7 @@ Each wheel is unpacked into a folder of its own and loaded in a subprocess of th
 folder first on ``sys.path`` (the subprocess checks which ``llama_cpp`` it imported). The builds take turns,
 round after round, so the machine's load falls on both alike; each round loads the model, evaluates one
 prompt (prompt tokens/s) and generates greedily (generated tokens/s). The table shows the median of the
-rounds and the AMX / AVX-512 instructions objdump finds in each build's libraries (tests/llama_build.py).
+rounds and the AMX / AVX-512 instructions objdump finds in each build's libraries (tests/support/llama_build.py).
 
 Build the native wheel once (about 7 minutes on two cores; the Makefile's is in the user's cache):
 
@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.llama_build import forbidden_instructions  # noqa: E402
-from tests.llama_server import GEMMA, SMOLLM2  # noqa: E402
+from tests.support.llama_build import forbidden_instructions  # noqa: E402
+from tests.support.llama_server import GEMMA, SMOLLM2  # noqa: E402
 
 # One round in the subprocess: argv = unpacked folder, model path, threads, prompt tokens, tokens to generate.
 ROUND = r"""

@@ -3,7 +3,7 @@
 Three profiles answer the same questions over the same docs corpus (one data root):
 
 * ``offline``: the embedded default (keyword query plans, BM25/embedding filters, extractive writer);
-* ``smollm2``: both model roles on a llama.cpp server with SmolLM2-135M-Instruct (tests/llama_server.py),
+* ``smollm2``: both model roles on a llama.cpp server with SmolLM2-135M-Instruct (tests/support/llama_server.py),
   temperature 0, grammar-constrained JSON, one question at a time;
 * ``mixed``: SmolLM2 filters (query plan, URL filter, section ranking, citations), the offline writer writes.
 
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from hifirag_core.metrics.text_metrics import rouge_l  # noqa: E402
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
-from tests.llama_server import SMOLLM2, llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
+from tests.support.llama_server import SMOLLM2, llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
 
 PROFILES = ("offline", "smollm2", "mixed")
 # (table, what one decision is) for the stages whose decisions carry a method (``...fallback...`` when taken)

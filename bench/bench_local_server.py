@@ -1,6 +1,6 @@
 """The pipeline on a real llama.cpp server (Gemma 3 270M): tokens sent and seconds per stage, with and without caps.
 
-Both model roles run on one llama-cpp-python server (``tests/llama_server.py``). The same questions
+Both model roles run on one llama-cpp-python server (``tests/support/llama_server.py``). The same questions
 run twice on one data root: with ``limits.caps=on`` (the pipeline's own caps applied to the models,
 as every run was before they became the offline default's only) and with ``limits.caps=auto`` (the
 models keep what they keep; the writer's evidence is bounded by the model's window). Stages the two
@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from hifirag_core.pipeline.specs import STAGE_NAMES  # noqa: E402
 from hifirag_core.store.warehouse import Warehouse  # noqa: E402
-from tests.llama_server import llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
-from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
+from tests.support.llama_server import llama_server, pipeline_overrides, unavailable_reason  # noqa: E402
+from tests.support.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
 
 def per_stage(w: Warehouse, run_id: str) -> dict[str, tuple[int, int, int, float]]:

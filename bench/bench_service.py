@@ -124,7 +124,7 @@ def _ask_all(url: str, questions: list[str], concurrency: int) -> tuple[float, l
 
 def run_service(root: Path, measured: list[str], warmup: list[str], queries: dict[str, str], api: str) -> dict:
     """``hifirag serve`` on ``root``: warmed up on the warm-up questions, then timed on the measured ones."""
-    from tests.service_process import hifirag_service
+    from tests.support.service_process import hifirag_service
 
     args = [f"--set={o}" for o in (*OVERRIDES, EXAMPLES)]
     started = time.perf_counter()
@@ -177,7 +177,7 @@ def main() -> None:
     if not FAQ.exists():
         raise SystemExit(f"needs the shared data ({FAQ}); set HIFIRAG_SHARED_DATA")
     from bench.bench_backends import corpus_base
-    from tests.prefect_server import prefect_server
+    from tests.support.prefect_server import prefect_server
 
     base = corpus_base()
     measured, warmup, queries = pick_questions(args.questions, args.warmup)

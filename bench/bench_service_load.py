@@ -110,7 +110,7 @@ def main() -> None:
 
     from bench.bench_backends import corpus_base
     from hifirag_core.store.warehouse import Warehouse
-    from tests.service_process import hifirag_service
+    from tests.support.service_process import hifirag_service
 
     base = corpus_base()
     root = _fresh_root("service-load", base)

@@ -33,7 +33,7 @@ from hifirag_core.llm.prompts import PromptSet, render_section_previews, render_
 from hifirag_core.llm.window import TURN_OVERHEAD_TOKENS, estimate_tokens  # noqa: E402
 from hifirag_core.sectioning import parse_sections  # noqa: E402
 from hifirag_core.types import SectionPreview, SourceDoc, SourceSection  # noqa: E402
-from tests.llama_server import MODEL_ALIAS, llama_server, unavailable_reason  # noqa: E402
+from tests.support.llama_server import MODEL_ALIAS, llama_server, unavailable_reason  # noqa: E402
 
 QUESTION = "How do I configure this, and what are the defaults?"
 # A few texts the corpus lacks (it is English documentation), for information: not part of the verdict.

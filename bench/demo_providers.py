@@ -5,7 +5,7 @@ Answers FAQ questions (the demo's sample; the FAQ pages left out of the web) wit
 ``--providers`` (``searxng,duckduckgo,folder`` by default). The web providers' fakes serve the documentation
 corpus: SearXNG and Programmable Search rank the question's words by best passage, DuckDuckGo and Scrapingdog
 its keywords only, so their lists differ. SearXNG's fake listens on 127.0.0.1; ddgs reaches DuckDuckGo with its
-own HTTP client, so the stand-in client object of the tests (``tests.fakes.search_providers.FakeDDGS``) takes
+own HTTP client, so the stand-in client object of the tests (``tests.support.fakes.search_providers.FakeDDGS``) takes
 the place of ``ddgs.DDGS``. The folder holds our own notes (Markdown, text, a PDF) and a few HTML pages. It
 prints which providers the cited pages came from and the fused ranks in ``search_results`` (the SQL with its
 output). ``--fail NAME`` makes that web provider fail mid-run: its first search is answered, every later one
@@ -52,7 +52,7 @@ NOTES = {
 
 def write_folder(folder: Path) -> Path:
     """Our own notes, a PDF, and the Python HOWTO pages as HTML files (as a user keeps a local copy)."""
-    from tests.pdfgen import pdf_document
+    from tests.support.pdfgen import pdf_document
 
     folder.mkdir(parents=True, exist_ok=True)
     for rel, text in NOTES.items():
@@ -98,10 +98,10 @@ WEB_PROVIDERS = ("searxng", "duckduckgo", "google", "scrapingdog")
 def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, list[str]]:
     """The fakes of the web providers in ``names`` (``fail`` fails after its first search), with the config
     overrides and secrets that point the run at them."""
-    from tests.fakes.gemini import google_error
-    from tests.fakes.search_providers import FakeDDGS, SearxngFake
-    from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
-    from tests.fakes.server import Response
+    from tests.support.fakes.gemini import google_error
+    from tests.support.fakes.search_providers import FakeDDGS, SearxngFake
+    from tests.support.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
+    from tests.support.fakes.server import Response
 
     by_question = lambda q, n: web.search(q, num=n)  # noqa: E731
     by_keywords = lambda q, n: web.search(" ".join(question_keywords(q)) or q, num=n)  # noqa: E731

@@ -1,6 +1,6 @@
 """Test settings (Prefect and the models stay in a temporary folder, off the network) and shared fixtures.
 
-The fake external services live in tests/fakes; the small documentation site in tests/sitegen.py.
+The fake external services live in tests/support/fakes; the small documentation site in tests/support/sitegen.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from flows.environment import configure  # noqa: E402
 
 configure(_SESSION_DIR / "data")
 
-from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures by name)
+from tests.support.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures by name)
     fakes,
     gemini_fake,
     google_fake,
@@ -31,7 +31,7 @@ from tests.fakes.fixtures import (  # noqa: E402, F401  (pytest finds fixtures b
     scrapingdog_fake,
     sleeps,
 )
-from tests.llama_server import (  # noqa: E402, F401  (pytest finds fixtures by name)
+from tests.support.llama_server import (  # noqa: E402, F401  (pytest finds fixtures by name)
     OPT_OUT_VARIABLE,
     LocalServerDied,
     dead_servers,
@@ -40,7 +40,7 @@ from tests.llama_server import (  # noqa: E402, F401  (pytest finds fixtures by 
     require_server,
     smollm2_server,
 )
-from tests.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
+from tests.support.sitegen import BASE_URL, write_examples, write_questions, write_site  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -124,7 +124,7 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     # A local model server that died during a test fails it with the death's signal, log and hint, whatever
-    # its asserts said: "assert [] " after a SIGSEGV says nothing about the SIGSEGV (tests/llama_server.py).
+    # its asserts said: "assert [] " after a SIGSEGV says nothing about the SIGSEGV (tests/support/llama_server.py).
     report = yield
     if call.when == "call" and (died := dead_servers()):
         own = ""
@@ -178,7 +178,7 @@ def corpus_web(data_root: Path):
 @pytest.fixture
 def web(data_root):
     """Every fake service, the search and scrape fakes serving the test site; fake keys in the environment."""
-    from tests.fakes.services import fake_services
+    from tests.support.fakes.services import fake_services
 
     search, page = corpus_web(data_root)
     with fake_services(search=search, page=page) as services, services.environment():

@@ -1,7 +1,7 @@
 """The blocked-page rules' mutation check as a table: each rule left out in turn, every fixture re-judged.
 
 A rule is guarded when leaving it out changes some fixture's verdict (to none, or to another
-``reason:vendor``); ``tests/test_blocked_pages.py`` asserts the same, rule by rule.
+``reason:vendor``); ``tests/unit/web/test_blocked_pages.py`` asserts the same, rule by rule.
 Run: /work/main/.venv/bin/python tools/blocked_rule_mutation.py
 """
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.blocked_fixtures import GUARDS, mutation_check  # noqa: E402
+from tests.support.blocked_fixtures import GUARDS, mutation_check  # noqa: E402
 
 
 def main() -> int:

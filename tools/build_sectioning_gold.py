@@ -1,4 +1,4 @@
-"""Build tests/gold/sectioning_gold.json from the real pages, independently of the sectioner.
+"""Build tests/support/gold/sectioning_gold.json from the real pages, independently of the sectioner.
 
 The expectations come from each site's known page template, read with lxml (not lexbor, not our
 rules): the element that holds the content per site, the h1-h4 inside it, and a sentence from the

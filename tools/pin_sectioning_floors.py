@@ -1,4 +1,4 @@
-"""Pin the sectioning quality floors to today's scores (tests/gold/sectioning_floors.json).
+"""Pin the sectioning quality floors to today's scores (tests/support/gold/sectioning_floors.json).
 
 A floor is never lowered silently: on the same gold set (same fingerprint) a lower score needs
 ``--allow-lower "reason"``, and the reason is kept in the file's history. A changed gold set needs
@@ -15,7 +15,7 @@ from datetime import date
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.gold.gate import FLOORS, data_missing, measure  # noqa: E402
+from tests.support.gold.gate import FLOORS, data_missing, measure  # noqa: E402
 
 NOISE_MARGIN = 0.005  # scores are counts over ~400 items: one item is 0.0025
 

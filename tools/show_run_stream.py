@@ -20,9 +20,9 @@ import httpx
 from hifirag_core.corpus.build import build_from_folder
 from hifirag_core.corpus.store import corpus_at
 from hifirag_core.serving.contract import STEP_SEPARATOR
-from tests.fakes.openai_server import OpenAIFake
-from tests.service_process import hifirag_service
-from tests.sitegen import BASE_URL, write_examples, write_site
+from tests.support.fakes.openai_server import OpenAIFake
+from tests.support.service_process import hifirag_service
+from tests.support.sitegen import BASE_URL, write_examples, write_site
 
 QUESTION = "How do I limit the bandwidth Tidewater uses during a sync?"
 KEY = "fake-openai-key"

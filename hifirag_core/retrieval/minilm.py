@@ -11,7 +11,7 @@ declare (mean of the token vectors, then unit length), checked before the ONNX p
 
 ``HIFIRAG_MINILM_RUNTIME=torch`` keeps the sentence-transformers path, which is also the fallback
 where ONNX Runtime is missing or the export fails (logged once). Both give the same vectors within
-1e-5 (tests/test_speed_paths.py), so they share one vector cache and one stage cache identity.
+1e-5 (tests/unit/retrieval/test_speed_paths.py), so they share one vector cache and one stage cache identity.
 
 Process cache: ``_SESSIONS`` holds one ONNX Runtime session per model folder, shared by the encoding
 threads (a session holds the weights and takes a second to open).
