@@ -41,12 +41,14 @@ class Support:
     section_text: str | None = None
 
     def highlighted(self) -> tuple[str, str, str]:
-        """The section text cut around the supporting sentence: (before, the sentence, after)."""
-        text, sentence = self.section_text or "", self.supporting_sentence or ""
-        at = text.find(sentence) if sentence else -1
-        if at < 0:
+        """The section text cut around the supporting sentence: (before, the sentence, after). The sentence is
+        found whatever the whitespace between its words (the ledger keeps a code block's sentence on one line),
+        and the section's own text is what is marked, so a code block keeps its lines."""
+        text, words = self.section_text or "", (self.supporting_sentence or "").split()
+        found = re.search(r"\s+".join(map(re.escape, words)), text) if words else None
+        if found is None:
             return text, "", ""
-        return text[:at], sentence, text[at + len(sentence):]
+        return text[:found.start()], found.group(0), text[found.end():]
 
 
 @dataclass
