@@ -291,6 +291,16 @@ def test_the_answer_and_run_views_say_what_steered_a_question(tmp_path):
     expected = {"sites": ["docs.python.org"], "length": "short", "depth": 1}
     assert answer_view(w, "r", "q1").steering == expected
     assert run_view(w, "r").questions[0]["steering"] == expected
+    assert answer_view(w, "r", "q1").run_steering == {} and run_view(w, "r").steering == {}
+    # the run's own steering (`--set steer.*`, a config file) steers every question that does not replace it
+    from hifirag_core.config import build_config
+    from hifirag_core.records import RunRecord
+
+    cfg = build_config(overrides={"steer": {"length": "long", "exclude_sites": ["pinterest.com"]}})
+    w.write("runs", [RunRecord(config_json=cfg.to_json())], run_id="r", stage="run")
+    assert run_view(w, "r").steering == {"exclude_sites": ["pinterest.com"], "length": "long"}
+    view = answer_view(w, "r", "q1")
+    assert view.steering == expected and view.run_steering == {"exclude_sites": ["pinterest.com"]}  # length: its own
 
 
 def test_the_supporting_sentence_is_marked_in_the_sections_own_lines():
