@@ -1,6 +1,7 @@
 """One MCP session with ``hifirag mcp`` over stdio, as an agent holds it: the official SDK's client lists the tools,
 ``ask``s a question (each progress notification printed as it arrives), then reads the answer's
-``citation_ledger`` rows with ``sql``, tries a write (refused) and lists ``runs``.
+``citation_ledger`` rows with ``sql``, tries writes, an ATTACH, a COPY TO file, a PRAGMA, an EXPLAIN ANALYZE
+that would write and a file outside the warehouse (each refused), a query over the row limit, and lists ``runs``.
 
 The server is the offline default (the local documentation corpus, built on first use under DATA_ROOT; no keys,
 no network) with a temporary Prefect server; the question is the first of the docs FAQ set unless given.
@@ -20,6 +21,8 @@ from pathlib import Path
 import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from hifirag_core.store.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Why does Python use indentation for grouping of statements?"  # docs_faq's first line
@@ -69,8 +72,15 @@ async def session(folder: Path, question: str) -> None:
                      "ORDER BY sentence_index, source_rank")
             print(f"> tools/call sql {json.dumps({'query': query, 'max_rows': 10})}")
             print(shown(await client.call_tool("sql", {"query": query, "max_rows": 10})))
-            print('> tools/call sql {"query": "DELETE FROM answers"}')
-            print(shown(await client.call_tool("sql", {"query": "DELETE FROM answers"})))
+            tables = Warehouse(folder / "data").tables_dir.resolve()  # the one folder a query may read
+            for refused in ("DELETE FROM answers", f"ATTACH '{tables / 'x.duckdb'}' AS x",
+                            f"COPY (SELECT 1) TO '{folder.resolve() / 'out.csv'}'", "PRAGMA database_list",
+                            f"EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{tables / 'answers' / 'forged.parquet'}'",
+                            "SELECT * FROM read_text('/etc/hostname')"):
+                print(f"> tools/call sql {json.dumps({'query': refused})}")
+                print(shown(await client.call_tool("sql", {"query": refused})))
+            print('> tools/call sql {"query": "SELECT * FROM range(100000)", "max_rows": 3}')
+            print(shown(await client.call_tool("sql", {"query": "SELECT * FROM range(100000)", "max_rows": 3})))
             print('> tools/call runs {"limit": 3}')
             print(shown(await client.call_tool("runs", {"limit": 3})))
 

@@ -42,7 +42,9 @@ def serve(
     Stops on Ctrl-C or SIGTERM after the questions in flight are answered and recorded.
 
     A request may steer its question with the optional fields sites, exclude_sites, after, before,
-    language and length (docs/serving.md); a bad value gets 422.
+    language and length, and set depth, the follow-up research rounds it allows (0 to the variant's
+    research.max_rounds; docs/serving.md); a bad value gets 422. The pages at / (Ask, runs, answers
+    sentence by sentence) take the same fields.
 
     Only JSON bodies, the service's own host names and its own pages' origin are accepted. Beyond loopback
     (--host 0.0.0.0) the token in $HIFIRAG_SERVICE_TOKEN is required: `Authorization: Bearer` for the API,

@@ -115,9 +115,18 @@ class _Steered(_Body):
 
     @field_validator("depth")
     @classmethod
-    def _rounds(cls, value: int | None) -> int | None:
-        if value is not None and not 0 <= value <= MAX_DEPTH:
-            raise ValueError(f"{value} follow-up rounds; send a whole number from 0 to {MAX_DEPTH}")
+    def _rounds(cls, value: int | None, info) -> int | None:
+        """0 to the service's most (``parse_request``'s ``max_depth``, given as the validation context), so that
+        every wrong depth gets the one message naming what this service takes."""
+        if value is None:
+            return None
+        most = min(MAX_DEPTH, (info.context or {}).get("max_depth", MAX_DEPTH))
+        if value < 0:
+            raise ValueError(f"{value} follow-up rounds; send a whole number from 0 to {most}, or leave depth out")
+        if value > most:
+            never = " (its variant never looks again)" if most == 0 else ""
+            raise ValueError(f"{value} follow-up rounds asked, this service runs at most {most}{never}; "
+                             f"send a whole number from 0 to {most}, or leave depth out")
         return value
 
     def steering(self) -> dict[str, Any]:
@@ -173,23 +182,20 @@ def parse_request(raw: bytes, model: type[Body], *, max_chars: dict[str, int] | 
     if not isinstance(data, dict):
         raise BadRequest([f"the body must be a JSON object such as {example}, not {type(data).__name__}"])
     try:
-        parsed = model.model_validate(data)
+        parsed = model.model_validate(data, context={"max_depth": MAX_DEPTH if max_depth is None else max_depth})
     except ValidationError as exc:
         raise BadRequest([_problem(err) for err in exc.errors()]) from None
     too_long = [f"{name}: {len(getattr(parsed, name)):,} characters; at most {limit:,} are accepted"
                 for name, limit in (max_chars or {}).items() if len(getattr(parsed, name)) > limit]
     if too_long:
         raise BadRequest(too_long)
-    depth = getattr(parsed, "depth", None)
-    if depth is not None and max_depth is not None and depth > max_depth:
-        raise BadRequest([f"depth: {depth} follow-up rounds asked, this service runs at most {max_depth}"
-                          + (" (its variant never looks again)" if max_depth == 0 else "")
-                          + f"; send 0 to {max_depth}, or leave depth out"])
     return parsed
 
 
 def _problem(err: Any) -> str:
     name = ".".join(str(p) for p in err["loc"]) or "body"
+    if not err["loc"] and err["type"] == "value_error":  # a check of several fields: its message names them
+        return err["msg"].removeprefix("Value error, ")
     if err["type"] == "missing":
         return f"{name}: required"
     if err["type"] == "string_type":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hifirag_core.config import SteerConfig
 from hifirag_core.steering import QUESTION_FIELDS
 from hifirag_core.store.queries import citation_ledger
 from hifirag_core.store.warehouse import QueryResult, Warehouse
@@ -41,12 +42,14 @@ class Support:
     section_text: str | None = None
 
     def highlighted(self) -> tuple[str, str, str]:
-        """The section text cut around the supporting sentence: (before, the sentence, after)."""
-        text, sentence = self.section_text or "", self.supporting_sentence or ""
-        at = text.find(sentence) if sentence else -1
-        if at < 0:
+        """The section text cut around the supporting sentence: (before, the sentence, after). The sentence is
+        found whatever the whitespace between its words (the ledger keeps a code block's sentence on one line),
+        and the section's own text is what is marked, so a code block keeps its lines."""
+        text, words = self.section_text or "", (self.supporting_sentence or "").split()
+        found = re.search(r"\s+".join(map(re.escape, words)), text) if words else None
+        if found is None:
             return text, "", ""
-        return text[:at], sentence, text[at + len(sentence):]
+        return text[:found.start()], found.group(0), text[found.end():]
 
 
 @dataclass
@@ -78,6 +81,7 @@ class AnswerView:
     cost_usd: float
     seconds: float | None
     steering: dict[str, Any] = field(default_factory=dict)  # what the question asked for beyond the run's own
+    run_steering: dict[str, Any] = field(default_factory=dict)  # the run's own, where the question's does not replace it
 
 
 def _steering(meta_json: str | None) -> dict[str, Any]:
@@ -89,6 +93,27 @@ def _steering(meta_json: str | None) -> dict[str, Any]:
     if not isinstance(meta, dict):
         return {}
     return {k: meta[k] for k in (*QUESTION_FIELDS, "depth") if meta.get(k) not in (None, [], "")}
+
+
+_UNSTEERED = SteerConfig().model_dump(mode="json")
+
+
+def _run_steering(config_json: str | None) -> dict[str, Any]:
+    """A run's own steering: its config's ``steer`` section where it differs from the defaults (which steer
+    nothing), for every question of the run that does not set the field itself."""
+    try:
+        steer = json.loads(config_json or "{}").get("steer") or {}
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(steer, dict):
+        return {}
+    return {k: v for k, v in steer.items()
+            if k in QUESTION_FIELDS and k in _UNSTEERED and v != _UNSTEERED[k] and v not in (None, [], "")}
+
+
+def _config_json(warehouse: Warehouse, run_id: str) -> str | None:
+    rows = warehouse.query("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).rows
+    return rows[0][0] if rows else None
 
 
 def answer_view(warehouse: Warehouse, run_id: str, question_id: str) -> AnswerView | None:
@@ -128,11 +153,13 @@ def answer_view(warehouse: Warehouse, run_id: str, question_id: str) -> AnswerVi
         signals = json.loads(row["answerability_signals"] or "{}")
     except ValueError:
         signals = {}
+    own = _steering(row["meta_json"])
+    runs = {k: v for k, v in _run_steering(_config_json(warehouse, run_id)).items() if k not in own}
     return AnswerView(run_id, question_id, row["query"], row["status"], row["text"], row["abstained"],
                       row["answerability"], row["answerability_score"], row["answerability_reason"],
                       signals if isinstance(signals, dict) else {"signals": signals}, see_also, list(row["cited_urls"]),
                       [sentences[i] for i in sorted(sentences)], float(row["cost_usd"] or 0), row["seconds"],
-                      _steering(row["meta_json"]))
+                      own, runs)
 
 
 FUNNEL_STEPS = ("queries", "URLs found", "URLs kept", "pages fetched", "pages blocked", "sections kept",
@@ -145,6 +172,7 @@ class RunView:
     questions: list[dict[str, Any]]
     funnel: list[tuple[str, int]]
     stages: list[dict[str, Any]]
+    steering: dict[str, Any] = field(default_factory=dict)  # the run's own (its config's steer section)
 
 
 def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
@@ -177,7 +205,8 @@ def run_view(warehouse: Warehouse, run_id: str) -> RunView | None:
         "SELECT stage, question_stages, from_cache, seconds, llm_calls_paid, cost_usd FROM stage_costs "
         "WHERE run_id = ? ORDER BY seconds DESC NULLS LAST", [run_id]))
     return RunView(runs[0] if runs else {"run_id": run_id}, questions,
-                   list(zip(FUNNEL_STEPS, (int(c or 0) for c in counts), strict=True)), stages)
+                   list(zip(FUNNEL_STEPS, (int(c or 0) for c in counts), strict=True)), stages,
+                   _run_steering(runs[0].get("config_json") if runs else None))
 
 
 def recent_runs(warehouse: Warehouse, limit: int = 20) -> list[dict[str, Any]]:

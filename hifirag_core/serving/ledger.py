@@ -104,14 +104,16 @@ class ServiceRuns:
             self._started[plan.run_id] = rows[0][0] if rows and rows[0][0] else self.clock()
         self._write_run(plan.run_id, "serving")
 
-    def refresh(self, *, force: bool = False) -> None:
-        """Rewrite the open run's counts when questions came in since the last time; compact it now and then."""
+    def refresh(self, *, force: bool = False, compact: bool = True) -> None:
+        """Rewrite the open run's counts when questions came in since the last time; compact it now and then
+        (``compact=False``: not this time, so that the refresh is quick; a later one does it)."""
         with self._lock:
-            run_id, added, compact = self._open, self._added, self._uncompacted >= self.compact_every
+            run_id, added = self._open, self._added
+            compact = compact and self._uncompacted >= self.compact_every
             self._added = 0
             if compact:
                 self._uncompacted = 0
-        if run_id is None or not (added or force):
+        if run_id is None or not (added or force or compact):
             return
         self._write_run(run_id, "serving")
         if compact:

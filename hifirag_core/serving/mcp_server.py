@@ -107,14 +107,14 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
                 **ids, "steps": finished}
 
     @server.tool()
-    async def sql(query: Annotated[str, Field(description="One SELECT (or EXPLAIN) in DuckDB's SQL.")],
+    async def sql(query: Annotated[str, Field(description="One SELECT (or EXPLAIN of one) in DuckDB's SQL.")],
                   max_rows: Annotated[int, Field(description="Rows returned at most (1 to 1000).")] = DEFAULT_SQL_ROWS,
                   ) -> dict[str, Any]:
-        """Run one read-only SQL statement (SELECT or EXPLAIN; DuckDB's dialect) over the warehouse views:
+        """Run one read-only SQL statement (SELECT, or EXPLAIN of one; DuckDB's dialect) over the warehouse views:
         runs, questions, answers, citation_ledger, search_results, pages, sections, stage_costs, llm_calls,
-        served_requests, ... Writes, files outside the warehouse and settings are refused. Returns columns,
-        rows (at most max_rows, itself at most 1000; truncated says there were more) and stops a query that
-        runs longer than the server's time limit.
+        served_requests, ... Writes, EXPLAIN ANALYZE, files outside the warehouse and settings are refused.
+        Returns columns, rows (at most max_rows, itself at most 1000; truncated says there were more) and stops
+        a query that runs longer than the server's time limit.
 
         Example: SELECT sentence_index, marker, url, supporting_sentence FROM citation_ledger
         WHERE run_id = '...' AND question_id = '...' ORDER BY sentence_index, source_rank

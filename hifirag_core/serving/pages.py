@@ -81,8 +81,9 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: st
         rendered = render_answer(view.text, [LedgerSentence(x.index, x.text, tuple(x.markers)) for x in view.sentences],
                                  selected.index if selected else None, {x.index for x in view.sentences if x.supports})
         unplaced = [x for x in view.sentences if x.index in set(rendered.missing)]
+        claim = Markup(rendered.selected_html) if rendered.selected_html else None
         return page("answer.html", view=view, selected=selected, rendered=Markup(rendered.html), unplaced=unplaced,
-                    text_html=Markup(render_markdown(view.text)))
+                    text_html=Markup(render_markdown(view.text)), claim_html=claim)
 
     def stored(sha: str) -> tuple[bytes, dict] | None:
         if not SHA256.match(sha) or sha not in blobs:

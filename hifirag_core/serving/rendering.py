@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -98,6 +99,9 @@ class LedgerSentence:
 class RenderedAnswer:
     html: str
     missing: list[int] = field(default_factory=list)  # ledger sentences not found in the text
+    # The selected sentence as the answer writes it, rendered: a code block with its lines (the ledger's text of
+    # a sentence is flattened to one line), inline code and emphasis as in the answer; None if not found.
+    selected_html: str | None = None
 
 
 def _markdown() -> MarkdownIt:
@@ -137,9 +141,12 @@ def render_answer(
         "cited": cited if cited is not None else {s.index for s in sentences if s.markers},
         "pieces": [],
         "found": set(),
+        "sources": {},
     }
     html = sanitise(_MD.render(_SENTINELS.sub("", text), env))
-    return RenderedAnswer(html, [s.index for s in sentences if s.index not in env["found"]])
+    source = env["sources"].get(selected) if selected is not None else None
+    return RenderedAnswer(html, [s.index for s in sentences if s.index not in env["found"]],
+                          render_markdown(textwrap.dedent(source)) if source else None)
 
 
 def sanitise(html: str) -> str:
@@ -194,6 +201,10 @@ def _place_sentences(state: StateCore) -> None:
             continue
         state.env["found"].add(sentence.index)
         cursor = found.end()
+        start = found.start()
+        while start > 0 and joined[start - 1] in " \t":  # a block's indentation (in a list item) goes with it
+            start -= 1
+        state.env["sources"][sentence.index] = joined[start : found.end()]
         mine: list[int] = []
         blocks: list[Any] = []
         for token, start, end in units:

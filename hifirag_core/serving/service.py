@@ -293,9 +293,11 @@ class Service:
             ticket.failed = True
         finally:
             self.gate.leave(ticket.token)
+            # the runs table counts the answer as it lands: before the stream's last message, so that a client
+            # reading the runs once its answer is complete (the Ask page's table) finds it counted
+            self.bookkeeping.submit(self._refresh).result()
             ticket.pipeline_done()
             self._settle(ticket)
-            self.bookkeeping.submit(self._refresh)  # the runs table counts the answer as it lands
 
     def finish_response(self, ticket: Ticket, outcome: str, report: Report | None, *, first_event_s: float | None = None,
                         answer_s: float | None = None, events: int = 0, heartbeats: int = 0) -> None:
@@ -322,7 +324,7 @@ class Service:
 
     def _refresh(self) -> None:
         try:
-            self.runs.refresh()
+            self.runs.refresh(compact=False)  # a compaction that is due waits for the periodic refresh
         except Exception:
             log.exception("could not refresh the service run's counts")
 

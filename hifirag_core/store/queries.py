@@ -67,6 +67,12 @@ def snapshot_known(warehouse: Warehouse, content_sha256: str) -> bool:
 
 # What a caller who is not the warehouse's owner (an MCP client) may run: queries, and the plan of a query.
 READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+# The most memory one such query may take (DuckDB's own default is 80% of the machine's, beside the pipeline's).
+READ_ONLY_MEMORY = "1GB"
+# What may follow EXPLAIN: the plan of a query only. EXPLAIN ANALYZE runs its statement (EXPLAIN ANALYZE COPY ...
+# TO writes a file, also into the warehouse's own folder, which a query may read), and options in parentheses
+# may ask for ANALYZE too.
+_RUNS_ITS_STATEMENT = frozenset({"analyze", "analyse", "("})
 
 
 @dataclass(frozen=True)
@@ -80,33 +86,27 @@ class LimitedResult:
 
 
 def read_only_query(warehouse: Warehouse, sql: str, *, max_rows: int, timeout_s: float) -> LimitedResult:
-    """One ``SELECT`` (or ``EXPLAIN``) over the warehouse views, refused otherwise, with at most ``max_rows``
-    rows and stopped after ``timeout_s`` seconds (``WarehouseError`` saying which).
+    """One ``SELECT`` (or ``EXPLAIN`` of one) over the warehouse views, refused otherwise, with at most
+    ``max_rows`` rows and stopped after ``timeout_s`` seconds (``WarehouseError`` saying which).
 
-    Two fences, so that a statement the first misreads still cannot write: only a single read statement is
-    accepted (DuckDB's own parser says what each is), and the connection may then touch no file outside the
-    warehouse's tables (``enable_external_access`` off, ``allowed_directories`` the tables folder), with its
-    configuration locked, so no ``COPY ... TO``, ``ATTACH``, ``INSTALL`` or ``read_text('/etc/...')``.
+    Two fences, so that a statement the first misreads still cannot reach outside the warehouse: only a single
+    read statement is accepted (DuckDB's own parser says what each is, and what an ``EXPLAIN`` explains; ``EXPLAIN
+    ANALYZE``, which runs its statement, is refused), and the connection may then touch no file outside the
+    warehouse's tables (``enable_external_access`` off, ``allowed_directories`` the tables folder), with at most
+    ``READ_ONLY_MEMORY`` and its configuration locked, so no ``COPY ... TO``, ``ATTACH``, ``INSTALL``, ``SET``
+    or ``read_text('/etc/...')``.
     """
-    parser = duckdb.connect(":memory:")
-    try:
-        statements = parser.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise WarehouseError(str(exc).strip()) from None
-    finally:
-        parser.close()
-    if len(statements) != 1:
-        raise WarehouseError(f"send exactly one SQL statement, not {len(statements)}")
-    kind = statements[0].type.name
+    kind = _statement_kind(sql)
     if kind not in READ_ONLY_STATEMENTS:
-        raise WarehouseError(f"only SELECT (or EXPLAIN) is allowed here: the warehouse is read only, "
-                             f"and this is a {kind} statement")
+        raise WarehouseError(f"only SELECT (or EXPLAIN of a SELECT) is allowed here: the warehouse is read only, "
+                             f"and this statement is {kind}")
     con = warehouse.connect()
     timer = threading.Timer(timeout_s, con.interrupt)
     try:
         tables = warehouse.tables_dir.resolve().as_posix().rstrip("/") + "/"
         con.execute("SET allowed_directories = ?", [[tables]])
         con.execute("SET enable_external_access = false")
+        con.execute(f"SET memory_limit = '{READ_ONLY_MEMORY}'")
         con.execute("SET lock_configuration = true")
         timer.start()
         cur = con.execute(sql)
@@ -121,3 +121,32 @@ def read_only_query(warehouse: Warehouse, sql: str, *, max_rows: int, timeout_s:
         timer.cancel()
         con.close()
     return LimitedResult(columns, rows[:max_rows], max_rows, len(rows) > max_rows)
+
+
+def _statement_kind(sql: str) -> str:
+    """The kind of the one statement ``sql`` holds (``WarehouseError`` for none or several, or one DuckDB cannot
+    parse). An ``EXPLAIN`` is ``EXPLAIN`` only when what follows the keyword is one ``SELECT``, explained without
+    being run; ``EXPLAIN ANALYZE`` (which runs it) and ``EXPLAIN (options)`` are named as such."""
+    parser = duckdb.connect(":memory:")
+    try:
+        statements = parser.extract_statements(sql)
+        if len(statements) != 1:
+            raise WarehouseError(f"send exactly one SQL statement, not {len(statements)}")
+        kind = statements[0].type.name
+        if kind != "EXPLAIN":
+            return kind
+        text = statements[0].query
+        tokens = [position for position, sort in duckdb.tokenize(text) if sort != duckdb.token_type.comment]
+        after = text[tokens[1]:] if len(tokens) > 1 else ""
+        first = after[:1] if after.startswith("(") else (after.split(None, 1) or [""])[0].lower()
+        if first in _RUNS_ITS_STATEMENT:
+            return "EXPLAIN ANALYZE" if first != "(" else "EXPLAIN with options"
+        try:
+            inner = [s.type.name for s in parser.extract_statements(after)]
+        except duckdb.Error:
+            inner = []
+        return kind if inner == ["SELECT"] else f"EXPLAIN of {' and '.join(inner) or 'something not a query'}"
+    except duckdb.Error as exc:
+        raise WarehouseError(str(exc).strip()) from None
+    finally:
+        parser.close()

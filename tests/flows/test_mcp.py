@@ -59,6 +59,7 @@ def _data(result) -> dict:
 @pytest.mark.slow
 def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_path, site_dir, prefect_api):
     root = _root(tmp_path, site_dir)
+    tables = Warehouse(root).tables_dir
     examples = write_examples(tmp_path / "examples.jsonl")
     with open(tmp_path / "mcp.log", "w") as log:
         params = StdioServerParameters(
@@ -87,7 +88,9 @@ def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_pa
                 seen["bad_depth"] = await client.call_tool("ask", {"question": BANDWIDTH, "depth": 99})
                 seen["writes"] = [await client.call_tool("sql", {"query": q}) for q in (
                     "DELETE FROM answers", f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'",
-                    "SELECT 1; DROP VIEW answers")]
+                    "SELECT 1; DROP VIEW answers", f"ATTACH '{tables / 'x.duckdb'}' AS x", "PRAGMA database_list",
+                    f"EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{tables / 'answers' / 'forged.parquet'}'")]
+                seen["plan"] = _data(await client.call_tool("sql", {"query": "EXPLAIN SELECT count(*) FROM answers"}))
                 seen["runs"] = _data(await client.call_tool("runs", {}))
             return seen
 
@@ -115,6 +118,9 @@ def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_pa
         assert refused.is_error, refused.content
         assert "read only" in refused.content[0].text or "exactly one" in refused.content[0].text
     assert not (tmp_path / "out.csv").exists()
+    assert not (tables / "x.duckdb").exists() and not (tables / "answers" / "forged.parquet").exists()
+    (kind, plan), = seen["plan"]["rows"]  # the query's plan, not its rows
+    assert kind == "physical_plan" and "READ_PARQUET" in plan
 
     runs = seen["runs"]
     row = next(dict(zip(runs["columns"], r, strict=True)) for r in runs["rows"] if r[0] == ask["run_id"])
@@ -127,6 +133,10 @@ def test_mcp_over_stdio_asks_reads_the_warehouse_read_only_and_lists_runs(tmp_pa
 
 @pytest.mark.slow
 def test_mcp_over_http_takes_the_services_token_rule(tmp_path, site_dir, prefect_api):
+    """Beyond loopback (bound to every interface) as `hifirag serve` is: no start without the token; with it, every
+    request without it refused (401), a foreign host name 421, a foreign page 403, and a session carrying it served,
+    whichever of the machine's addresses the client reached it by. Every request goes to 127.0.0.1; a Host header
+    naming another address stands for a client on the network."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -142,24 +152,34 @@ def test_mcp_over_http_takes_the_services_token_rule(tmp_path, site_dir, prefect
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
+    lan = f"192.0.2.7:{port}"  # an address of the machine's as a client on the network names it (TEST-NET-1)
+    accept = {"Accept": "application/json, text/event-stream"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
     with open(tmp_path / "mcp-http.log", "wb") as log:
-        proc = subprocess.Popen([*cmd, "--http", f"127.0.0.1:{port}"], cwd=PROJECT_ROOT, env=env, stdout=log,
+        proc = subprocess.Popen([*cmd, "--http", f"0.0.0.0:{port}"], cwd=PROJECT_ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 300
             while True:  # listening once the service has warmed up
                 assert proc.poll() is None, (tmp_path / "mcp-http.log").read_text()
                 try:
-                    anonymous = httpx.post(url, json={}, headers={"Accept": "application/json, text/event-stream"},
-                                           timeout=5)
+                    anonymous = httpx.post(url, json=hello, headers=accept, timeout=5)
                     break
                 except httpx.HTTPError:
                     assert time.monotonic() < deadline, "hifirag mcp --http did not listen"
                     time.sleep(0.5)
+
+            def post(**headers: str) -> httpx.Response:
+                return httpx.post(url, json=hello, headers={**accept, **headers}, timeout=30)
+
             assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
-            foreign = httpx.post(url, json={}, headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"},
-                                 timeout=5)
-            assert foreign.status_code == 421
+            assert post(Host=lan).status_code == 401
+            assert post(Host=lan, Authorization="Bearer " + TOKEN[:-1]).status_code == 401  # a wrong token
+            assert post(Host=lan, Authorization="Basic " + TOKEN).status_code == 401
+            assert post(Host="evil.example", Authorization=f"Bearer {TOKEN}").status_code == 421
+            assert post(Host=lan, Authorization=f"Bearer {TOKEN}", Origin="https://evil.example").status_code == 403
+            assert post(Host=lan, Authorization=f"Bearer {TOKEN}").status_code == 200  # the SDK's own reply
 
             async def session() -> tuple[list[str], dict]:
                 async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
@@ -171,6 +191,21 @@ def test_mcp_over_http_takes_the_services_token_rule(tmp_path, site_dir, prefect
                     return tools, _data(await client.call_tool("sql", {"query": "SELECT 42 AS answer"}))
 
             tools, answer = anyio.run(session)
+
+            statuses: list[int] = []
+
+            async def seen(response) -> None:
+                statuses.append(response.status_code)
+
+            async def no_token() -> None:
+                async with httpx2.AsyncClient(timeout=httpx2.Timeout(30), event_hooks={"response": [seen]}) as http, \
+                        streamable_http_client(url, http_client=http) as (read, write), \
+                        ClientSession(read, write) as client:
+                    await client.initialize()
+
+            with pytest.raises(ExceptionGroup):  # the SDK's client without the token gets no session (MCPError)
+                anyio.run(no_token)
+            assert statuses == [401]
         finally:
             stop_group(proc, 60)
     assert tools == ["ask", "runs", "sql"]
@@ -181,10 +216,35 @@ def test_mcp_over_http_takes_the_services_token_rule(tmp_path, site_dir, prefect
 @pytest.mark.parametrize("sql", [
     "INSERT INTO answers SELECT * FROM answers", "CREATE TABLE t AS SELECT 1", "ATTACH 'x.db'",
     "SET enable_external_access = true", "PRAGMA version", "SELECT 1; SELECT 2", "INSTALL httpfs",
+    "COPY (SELECT 1) TO 'out.csv'", "CALL pragma_version()", "EXPLAIN DELETE FROM answers",
+    # EXPLAIN ANALYZE runs what it explains, however it is spelt
+    "EXPLAIN ANALYZE SELECT 1", "explain /* a comment */ analyse SELECT 1", "EXPLAIN (ANALYZE) SELECT 1",
+    "EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
 ])
 def test_only_one_read_statement_is_accepted(tmp_path, sql):
     with pytest.raises(WarehouseError, match="read only|exactly one"):
         read_only_query(Warehouse(tmp_path), sql, max_rows=10, timeout_s=5)
+
+
+def test_no_statement_writes_into_the_warehouse_folder_that_a_query_may_read(tmp_path):
+    # The tables folder is the one place the connection may touch, for reading; EXPLAIN ANALYZE COPY ... TO would
+    # write there (a forged answers file, read by every view from then on) were EXPLAIN taken at its word.
+    from hifirag_core.records import AnswerRecord
+
+    warehouse = Warehouse(tmp_path / "data")
+    warehouse.write("answers", [AnswerRecord(text="The real answer.")], run_id="r", stage="answer", question_id="q")
+    forged = warehouse.tables_dir / "answers" / "run_id=r" / "forged.parquet"
+    before = sorted(p for p in warehouse.tables_dir.rglob("*") if p.is_file())
+    for sql in (f"EXPLAIN ANALYZE COPY (SELECT 'forged' AS text) TO '{forged}' (FORMAT parquet)",
+                f"COPY (SELECT 'forged' AS text) TO '{forged}' (FORMAT parquet)",
+                f"ATTACH '{warehouse.tables_dir / 'x.duckdb'}' AS x"):
+        with pytest.raises(WarehouseError, match="read only"):
+            read_only_query(warehouse, sql, max_rows=10, timeout_s=5)
+    assert sorted(p for p in warehouse.tables_dir.rglob("*") if p.is_file()) == before
+    plan = read_only_query(warehouse, "EXPLAIN SELECT text FROM answers", max_rows=10, timeout_s=5)
+    assert plan.columns == ["explain_key", "explain_value"] and plan.rows
+    assert read_only_query(warehouse, "SELECT text FROM answers", max_rows=10, timeout_s=5).rows == [
+        ("The real answer.",)]
 
 
 def test_a_select_reads_no_file_outside_the_warehouse_and_stops_at_its_time_limit(tmp_path):

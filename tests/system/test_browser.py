@@ -344,3 +344,119 @@ def test_the_service_listens_on_localhost_by_default_and_its_pages_only_read(ser
             assert httpx.request(method, base + path, timeout=10).status_code == 405, (method, path)
     assert httpx.get(f"{base}/snapshots/{'0' * 64}", timeout=10).status_code == 404  # only what a run fetched
     assert httpx.get(f"{base}/snapshots/..%2F..%2Fetc%2Fpasswd", timeout=10).status_code == 404
+
+
+CODE_ANSWER = ("Limit the rate with the --max-rate option of tidewater sync.\n\n"
+               "```sh\ntidewater sync --max-rate 2M ~/photos\ntidewater status\n```\n\n"
+               "> The limit is in bytes per second.")
+
+
+def test_the_inspector_selects_sentences_of_a_rendered_answer_whose_code_keeps_its_lines(served, watched, artifacts):
+    from hifirag_core.records import AnswerRecord, AnswerSentenceRecord, QuestionRecord
+    from hifirag_core.store.warehouse import Warehouse
+    from hifirag_core.text import split_sentences
+
+    base, root, _ = served
+    url = BASE_URL + "sync.html"
+    ledger = split_sentences(CODE_ANSWER)  # as the citation stage reads the answer: the code block one sentence
+    assert any(s.startswith("```sh tidewater sync") for s in ledger), ledger
+    w = Warehouse(root)
+    w.write("questions", [QuestionRecord(query="How do I limit the rate?", reference=None, dataset="custom",
+                                         line_no=1)], run_id="browser-code", stage="input", question_id="C1")
+    w.write("answers", [AnswerRecord(text=CODE_ANSWER, cited_urls=[url])], run_id="browser-code", stage="answer",
+            question_id="C1")
+    w.write("answer_sentences", [AnswerSentenceRecord(sentence_index=i, sentence=s, urls=[url], source_indices=[1],
+                                                      method="offline+support", support=0.9)
+                                 for i, s in enumerate(ledger)], run_id="browser-code", stage="citations",
+            question_id="C1")
+    page = watched.page
+    page.goto(_answer_url(base, "browser-code", "C1"))
+    sentences = page.locator("#sentences a.sentence")
+    assert sentences.count() == len(ledger) and page.locator("#missing-sentences").count() == 0
+    code = page.locator("#sentences pre a.sentence.code")
+    assert page.inner_text("#sentences pre code") == "tidewater sync --max-rate 2M ~/photos\ntidewater status\n"
+    assert page.locator("#sentences blockquote a.sentence").count() == 1  # the quote's sentence, inside the quote
+    code.click()
+    page.wait_for_selector("#evidence .claim")
+    index = ledger.index(next(s for s in ledger if s.startswith("```")))
+    assert page.inner_text("#evidence h2") == f"Why: sentence {index + 1}"
+    assert page.locator("#sentences a.sentence.selected").get_attribute("id") == f"sentence-{index}"
+    assert page.locator("#sentences pre a.sentence.code.selected").count() == 1
+    assert page.inner_text("#sentences pre code") == "tidewater sync --max-rate 2M ~/photos\ntidewater status\n"
+    # the claim beside its evidence is the block as written, not the ledger's one-line text of it
+    assert page.inner_text("#evidence .claim pre code") == "tidewater sync --max-rate 2M ~/photos\ntidewater status\n"
+    assert url in page.inner_text("#evidence")
+    page.screenshot(path=str(artifacts / "11-inspector-code.png"), full_page=True)
+    sentences.first.click()  # another sentence: the selection moves to it
+    page.wait_for_url("**?s=0#evidence")
+    assert page.locator("#sentences a.sentence.selected").get_attribute("id") == "sentence-0"
+    assert watched.dialogs == [] and watched.errors == [] and watched.untouched()["csp"] == []
+
+
+# What the form is given, and the same values as a JSON body of /run: the page must show the API's own words.
+FORM_MISTAKES = [
+    ({"depth": "99"}, {"depth": 99}),
+    ({"depth": "-1"}, {"depth": -1}),
+    ({"depth": "two"}, {"depth": "two"}),
+    ({"after": "2024-05-01", "before": "2024-01-01"}, {"after": "2024-05-01", "before": "2024-01-01"}),
+    ({"after": "2024-02-30"}, {"after": "2024-02-30"}),
+    ({"after": "01/05/2024"}, {"after": "01/05/2024"}),
+    ({"sites": "https://docs.tidewater.example/sync.html"}, {"sites": "https://docs.tidewater.example/sync.html"}),
+    ({"sites": "docs.tidewater.example", "exclude_sites": "docs.tidewater.example"},
+     {"sites": "docs.tidewater.example", "exclude_sites": "docs.tidewater.example"}),
+    ({"language": "xx"}, {"language": "xx"}),
+    ({"question": ""}, {"question": ""}),
+    ({"question": "why? " * 1000}, {"question": "why? " * 1000}),  # longer than the service takes: said, not cut
+]
+
+
+def _runs_cell(page, run_id: str, column: str) -> int:
+    headers = page.locator("#runs thead th").all_inner_texts()
+    row = page.locator("#runs tbody tr", has=page.locator(f"td a:text-is('{run_id}')"))
+    if row.count() == 0:
+        return 0
+    return int(row.locator("td").nth(headers.index(column)).inner_text() or 0)
+
+
+def test_the_ask_form_steers_and_says_what_the_api_says(served, watched, artifacts):
+    base, _, _ = served
+    page = watched.page
+    page.goto(base + "/")
+    for typed, body in FORM_MISTAKES:
+        page.goto(base + "/")
+        page.fill("#question", typed.get("question", BANDWIDTH))
+        for name, value in typed.items():
+            if name != "question":
+                page.fill(f"#{name}", value)
+        page.click("#ask-button")
+        page.wait_for_selector("#status[data-state='error']", timeout=30_000)
+        api = httpx.post(base + "/run", json={"question": BANDWIDTH, **body}, timeout=30)
+        assert api.status_code == 422, (typed, api.text)
+        assert page.locator("#problems li").all_inner_texts() == api.json()["detail"], typed
+        assert page.locator("#steps li").count() == 0  # nothing was asked
+    page.screenshot(path=str(artifacts / "12-ask-form-refused.png"), full_page=True)
+
+    health = httpx.get(base + "/health", timeout=10).json()
+    page.goto(base + "/")
+    before = _runs_cell(page, health["run_id"], "answered")
+    page.fill("#question", BANDWIDTH)
+    page.fill("#sites", "docs.tidewater.example")
+    page.fill("#exclude_sites", "pinterest.com")
+    page.select_option("#length", "short")
+    page.fill("#depth", "1")
+    page.click("#ask-button")
+    page.wait_for_selector("#status[data-state='complete']", timeout=240_000)
+    assert page.locator("#problems li").count() == 0
+    # the Runs table, without a reload, counts the answer that just landed
+    assert _runs_cell(page, health["run_id"], "answered") == before + 1
+    page.screenshot(path=str(artifacts / "13-ask-steered.png"), full_page=True)
+    page.click("#inspect")
+    page.wait_for_selector("#steering")
+    steered = page.inner_text("#steering")
+    for shown in ("sites = docs.tidewater.example", "exclude_sites = pinterest.com", "length = short", "depth = 1"):
+        assert shown in steered, steered
+    page.click(".crumbs a")  # the run page: the question's row says what steered it
+    page.wait_for_selector("#questions")
+    row = page.locator("#questions tbody tr").last
+    assert "sites = docs.tidewater.example" in row.inner_text() and "depth = 1" in row.inner_text()
+    assert watched.dialogs == [] and watched.errors == [] and watched.untouched()["csp"] == []

@@ -55,6 +55,18 @@ HOSTILE = {
     "image": "![tracker](https://evil.example/pixel.png)",
     "link with attribute soup": '[q](https://a.example "t" onmouseover=alert(1))',
     "forged sentence link": "\u2e200\u2e21forged\u2e220\u2e23",
+    "vbscript link": "[x](vbscript:msgbox(1))",
+    "file link": "[x](file:///etc/passwd)",
+    "javascript link, hex entity": "[x](&#x6A;avascript:window.__pwned='hex')",
+    "javascript link, entity inside the scheme": "[x](javas&#99;ript:window.__pwned='mid')",
+    "javascript reference link": "[x][evil]\n\n[evil]: javascript:window.__pwned='ref'",
+    "raw html link": "<a href=\"javascript:window.__pwned='a'\">x</a>",
+    "raw svg onload": "<svg onload=\"window.__pwned='svg'\"></svg>",
+    "raw iframe": "<iframe src=\"https://evil.example/\"></iframe>",
+    "http autolink": "<https://evil.example/x?a=1&b=2>",
+    "quote breaking out of a link": '[x](https://a.example/"onmouseover="alert(1))',
+    "raw html in link text": "[<img src=x onerror=alert(1)>](https://ok.example/)",
+    "script in a code span": "`<script>window.__pwned='code'</script>`",
 }
 
 
@@ -84,7 +96,7 @@ def test_markdown_borne_payloads_become_text(name):
     low = html.lower()
     assert "javascript:" not in re.sub(r">[^<]*<", "><", low), html  # never inside a tag (an href)
     assert "data:" not in re.sub(r">[^<]*<", "><", low), html
-    assert set(_tags(html)) <= {"p", "a"}, html
+    assert set(_tags(html)) <= {"p", "a", "code"}, html
     assert not re.search(r"<[^>]*\son\w+\s*=", html), html  # no event attribute
     assert "<img" not in low and "<script" not in low
     assert "\u2e20" not in html and "\u2e22" not in html
@@ -104,6 +116,27 @@ def test_what_each_payload_becomes():
         == '!<a href="https://evil.example/pixel.png" rel="noopener noreferrer nofollow">tracker</a>'
     )
     assert became["forged sentence link"] == "0forged0"
+    assert became["vbscript link"] == "[x](vbscript:msgbox(1))" and became["file link"] == "[x](file:///etc/passwd)"
+    assert became["javascript link, hex entity"] == "[x](javascript:window.__pwned='hex')"  # text, not a link
+    assert became["javascript reference link"] == "[x][evil]</p>\n<p>[evil]: javascript:window.__pwned='ref'"
+    assert became["raw html link"] == "&lt;a href=\"javascript:window.__pwned='a'\"&gt;x&lt;/a&gt;"
+    assert became["raw iframe"] == '&lt;iframe src="https://evil.example/"&gt;&lt;/iframe&gt;'
+    assert became["http autolink"] == ('<a href="https://evil.example/x?a=1&amp;b=2" rel="noopener noreferrer '
+                                       'nofollow">https://evil.example/x?a=1&amp;b=2</a>')
+    assert became["quote breaking out of a link"] == (
+        '<a href="https://a.example/%22onmouseover=%22alert(1)" rel="noopener noreferrer nofollow">x</a>')
+    assert became["raw html in link text"] == (
+        '<a href="https://ok.example/" rel="noopener noreferrer nofollow">&lt;img src=x onerror=alert(1)&gt;</a>')
+    assert became["script in a code span"] == "<code>&lt;script&gt;window.__pwned='code'&lt;/script&gt;</code>"
+
+
+def test_a_fence_and_a_citation_url_carry_no_markup():
+    fence = render_markdown('```js" onmouseover="alert(1)\n<script>alert(1)</script>\n```')
+    assert fence == '<pre><code class="language-js&quot;">&lt;script&gt;alert(1)&lt;/script&gt;\n</code></pre>\n'
+    # a cited URL is linked only when it is http(s), and escaped in the attribute
+    cited = render_markdown("A fact. [1] [2]", ["javascript:alert(1)", 'https://a.example/"><script>'])
+    assert '<span class="cite">[1]</span>' in cited and "<script" not in cited
+    assert 'href="https://a.example/&quot;&gt;&lt;script&gt;"' in cited
 
 
 def test_the_allow_list_holds_whatever_reaches_it():
@@ -144,6 +177,22 @@ def test_the_inspector_links_each_sentence_of_the_rendered_answer_and_keeps_code
     # a link inside a sentence is shown as its text (a link cannot hold a link), its URL as the title
     assert f'<span class="link" title="{URLS[0]}">the sorting HOWTO</span>' in html
     assert html.count("<a ") == len(ledger)
+    # the selected sentence as the answer writes it (the evidence panel's claim): the code block with its lines
+    assert rendered.selected_html == (
+        '<pre><code class="language-python3">if mylist:\n    mylist.sort()\n    last = mylist[-1]\n</code></pre>\n')
+    assert render_answer(ANSWER, ledger, selected=0).selected_html == (
+        "<p>Sort the list in place with <code>mylist.sort()</code>, then take its last item.</p>\n")
+    assert render_answer(ANSWER, ledger).selected_html is None
+
+
+def test_a_code_block_in_a_list_item_keeps_its_lines_when_selected():
+    text = "1. Sort it, then scan from the end:\n   ```python3\n   if a:\n       a.sort()\n   ```\n"
+    # as the citation stage splits such an answer (the real run's ledger of "How do you remove duplicates from a list?")
+    ledger = [LedgerSentence(0, "Sort it, then scan from the end:", (1,)),
+              LedgerSentence(1, "```python3 if a: a.sort() ```", (1,))]
+    rendered = render_answer(text, ledger, selected=1)
+    assert rendered.missing == []
+    assert rendered.selected_html == '<pre><code class="language-python3">if a:\n    a.sort()\n</code></pre>\n'
 
 
 def test_a_sentence_not_in_the_text_is_returned_apart():
@@ -194,6 +243,19 @@ def test_depth_is_checked_by_the_contract_and_by_the_service():
         )
     with pytest.raises(BadRequest, match=r"depth: 3 follow-up rounds asked, this service runs at most 2"):
         parse_request(b'{"query": "q?", "iid": "a", "depth": 3}', EvaluateRequest, max_depth=2)
+    # one message for every wrong depth, naming this service's most (not the most any configuration allows)
+    for bad in (9, -1):
+        with pytest.raises(BadRequest) as exc:
+            parse_request(json.dumps({"question": "q?", "depth": bad}).encode(), RunRequest, max_depth=2)
+        assert exc.value.problems == [exc.value.problems[0]] and "from 0 to 2, or leave depth out" in str(exc.value)
+    # with the other problems of the body, not instead of them
+    with pytest.raises(BadRequest) as exc:
+        parse_request(b'{"question": "q?", "depth": 7, "length": "huge"}', RunRequest, max_depth=2)
+    assert [p.split(":")[0] for p in exc.value.problems] == ["length", "depth"]
+    # a check of several fields names them, with no "body:" before it
+    with pytest.raises(BadRequest) as exc:
+        parse_request(b'{"question": "q?", "after": "2024-05-01", "before": "2024-01-01"}', RunRequest)
+    assert exc.value.problems == ["after 2024-05-01 is later than before 2024-01-01: no page can be in that window"]
     with pytest.raises(BadRequest, match=r"at most 0 \(its variant never looks again\)"):
         parse_request(b'{"question": "q?", "depth": 1}', RunRequest, max_depth=0)
     with pytest.raises(BadRequest, match=r"render: "):
@@ -229,3 +291,27 @@ def test_the_answer_and_run_views_say_what_steered_a_question(tmp_path):
     expected = {"sites": ["docs.python.org"], "length": "short", "depth": 1}
     assert answer_view(w, "r", "q1").steering == expected
     assert run_view(w, "r").questions[0]["steering"] == expected
+    assert answer_view(w, "r", "q1").run_steering == {} and run_view(w, "r").steering == {}
+    # the run's own steering (`--set steer.*`, a config file) steers every question that does not replace it
+    from hifirag_core.config import build_config
+    from hifirag_core.records import RunRecord
+
+    cfg = build_config(overrides={"steer": {"length": "long", "exclude_sites": ["pinterest.com"]}})
+    w.write("runs", [RunRecord(config_json=cfg.to_json())], run_id="r", stage="run")
+    assert run_view(w, "r").steering == {"exclude_sites": ["pinterest.com"], "length": "long"}
+    view = answer_view(w, "r", "q1")
+    assert view.steering == expected and view.run_steering == {"exclude_sites": ["pinterest.com"]}  # length: its own
+
+
+def test_the_supporting_sentence_is_marked_in_the_sections_own_lines():
+    from hifirag_core.serving.inspect import Support
+
+    section = "Sort it first:\n\n```python3\nif mylist:\n    mylist.sort()\n```\n\nThen scan it."
+    support = Support(1, URLS[0], "s1", [], "```python3 if mylist: mylist.sort() ```", 1.0, "offline check",
+                      "offline+marker", None, None, None, section)
+    assert support.highlighted() == ("Sort it first:\n\n", "```python3\nif mylist:\n    mylist.sort()\n```",
+                                     "\n\nThen scan it.")
+    exact = Support(1, URLS[0], "s1", [], "Then scan it.", 1.0, None, None, None, None, None, section)
+    assert exact.highlighted()[1] == "Then scan it."
+    absent = Support(1, URLS[0], "s1", [], "Not in the section.", 1.0, None, None, None, None, None, section)
+    assert absent.highlighted() == (section, "", "")

@@ -25,7 +25,8 @@
       if (value) body[name] = value;  // sites: one comma-separated string, which the API splits
     }
     const depth = document.getElementById("depth").value.trim();
-    if (depth) body.depth = /^\d+$/.test(depth) ? Number(depth) : depth;  // the API says what is wrong
+    // a whole number as a number; anything else as typed, for the API to say what is wrong with it
+    if (depth) body.depth = /^[+-]?\d+$/.test(depth) ? Number(depth) : depth;
     return body;
   }
 
@@ -52,6 +53,17 @@
       }
     });
     if (message.final_report) answer.innerHTML = message.final_report_html;
+  }
+
+  // The Runs table as the server renders it now: the service run counts an answer before its stream completes.
+  async function refreshRuns() {
+    try {
+      const response = await fetch("/", { headers: { Accept: "text/html" } });
+      if (!response.ok) return;
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("runs");
+      const runs = document.getElementById("runs");
+      if (fresh && runs) runs.replaceWith(document.adoptNode(fresh));
+    } catch (e) { /* the table stays as it was; a reload shows it */ }
   }
 
   async function ask(text) {
@@ -104,6 +116,7 @@
           show(last);
         }
       }
+      await refreshRuns();  // before the status says so, so that "Complete." finds the table current
       if (last && last.complete && !last.error) {
         setStatus("Complete.", "complete");
         if (runId && questionId) {
@@ -122,7 +135,6 @@
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const text = question.value.trim();
-    if (text) ask(text);
+    ask(question.value);  // an empty question too: the API's 422 says what to send
   });
 })();
