@@ -19,7 +19,7 @@ class ServedRequestRecord(Record):
     endpoint: str = ""  # /run | /evaluate | mcp:ask (hifirag mcp)
     iid: str | None = None  # the caller's id (/evaluate)
     outcome: str = ""  # complete | deadline | disconnected | failed
-    report: str = ""  # answered | abstained | draft | none (see serving.report)
+    report: str = ""  # answered | abstained | draft | none (see serving.answer_report)
     received_at: datetime = dataclasses.field(default_factory=utcnow)
     first_event_s: float | None = None  # /run: until the first message was sent
     answer_s: float | None = None  # /run: until the answer began
