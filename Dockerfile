@@ -66,12 +66,15 @@ RUN apt-get update \
     && chown hifirag:hifirag /var/lib/hifirag /opt/hifirag/models
 COPY --from=build /opt/hifirag/venv /opt/hifirag/venv
 COPY deployments/serve.py /opt/hifirag/deployments/serve.py
+# The Prefect server (compose.yaml) writes its UI's files before serving them: into a folder the user owns, as
+# the venv is root's (without it the UI answers 404).
 ENV PATH=/opt/hifirag/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     HIFIRAG_DATA_ROOT=/var/lib/hifirag \
     HIFIRAG_SHARED_DATA=/srv/shared-data \
     HIFIRAG_MODEL_CACHE=/opt/hifirag/models \
     PREFECT_HOME=/home/hifirag/prefect \
+    PREFECT_UI_STATIC_DIRECTORY=/home/hifirag/prefect-ui \
     PREFECT_SERVER_ANALYTICS_ENABLED=false \
     DO_NOT_TRACK=1 \
     HF_HUB_OFFLINE=1 \

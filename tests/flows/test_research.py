@@ -115,8 +115,8 @@ def test_a_round_starts_only_while_the_runner_allows_it(data_root):
 
 def _rounds_through_the_runner(data_root, overrides: list[str], *, spent_share: float = 0.0,
                                budget=None) -> list[tuple[str, int]]:
-    """The steps of a two-part question whose first pass falls short, paced by the question runner the flow
-    uses (``QuestionRunner.may_look_again``), each stage run in this process (no Prefect engine);
+    """The steps of a two-part question whose first pass falls short, run by the question runner the flow
+    uses (``QuestionRunner.run``, its gate ``may_look_again``), each stage in this process (no Prefect engine);
     ``spent_share``: the share of the question's deadline already gone when it starts."""
     import time
 
@@ -128,10 +128,9 @@ def _rounds_through_the_runner(data_root, overrides: list[str], *, spent_share: 
         rt.guards = RunGuards(rt.cfg.limits, budget=budget)
     runner = QuestionRunner(Question("R1", TWO_PART, None, 1), rt)
     runner.started = time.monotonic() - spent_share * rt.cfg.limits.deadline_s
-    steps = []
-    for stage, round_no in question_steps(runner.trail, runner.may_look_again):
-        steps.append((stage.name, round_no))
-        runner.trail.record(stage.run(runner.trail.question, stage.gather_for(runner.trail, round_no), rt, round_no))
+    result = runner.run()  # what the flow runs, with the plain loop's execute
+    steps = [(row.stage, row.round) for row in result.ledger]
+    assert all(row.status != "deadline_exceeded" for row in result.ledger), "the deadline itself never passed"
     assert runner.trail.falls_short() or any(r == 1 for _, r in steps)
     return steps
 

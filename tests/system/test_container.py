@@ -211,6 +211,9 @@ def test_the_runtime_environment_names_the_volumes_and_keeps_models_offline(dock
     volumes = [json.loads(i.text) for i in final if i.keyword == "VOLUME"]
     assert [env["HIFIRAG_DATA_ROOT"]] in volumes
     assert env["HIFIRAG_SHARED_DATA"].startswith("/")
+    # the Prefect server writes its UI's files before serving them: never into the venv, which is root's
+    home = next(i.text for i in final if i.keyword == "RUN" and "useradd" in i.text).split("--home-dir ")[1].split()[0]
+    assert env["PREFECT_UI_STATIC_DIRECTORY"].startswith(home + "/")
     assert not any(k.endswith(("_KEY", "_TOKEN", "PASSWORD")) for k in env), (
         "no secret is baked into the image"
     )
@@ -260,7 +263,13 @@ def test_compose_takes_every_secret_from_the_environment_and_the_service_gets_it
     assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
         "${HIFIRAG_PG_PASSWORD"
     )
-    # a literal value after a secret's name would be a secret in the repository
-    for match in re.finditer(r"^\s*(\w*(?:PASSWORD|TOKEN|_KEY)\w*):\s*(.+)$", text, re.MULTILINE):
-        assert match.group(2).startswith("${"), match.group(0)
+    # a literal value after a secret's name would be a secret in the repository: a secret is the host's
+    # variable, substituted (${NAME...}) or passed through (the name alone)
+    named = re.findall(r"^[ \t]*(\w*(?:PASSWORD|TOKEN|_KEY)\w*):[ \t]*(.*)$", text, re.MULTILINE)
+    assert {"HIFIRAG_SERVICE_TOKEN", "POSTGRES_PASSWORD", "GEMINI_API_KEY"} <= {name for name, _ in named}
+    for name, value in named:
+        assert value == "" or value.startswith("${"), f"{name}: {value}"
+    for name in ("worker", "service"):
+        passed = compose["services"][name]["environment"]
+        assert passed["GEMINI_API_KEY"] is None and passed["GOOGLE_CSE_KEY"] is None, "passed through, never set here"
     assert compose["services"]["service"]["stop_grace_period"] == "630s"

@@ -37,3 +37,17 @@ def test_the_answerability_docstring_names_the_default_variant():
 
     doc = " ".join(AnswerabilityConfig.__doc__.split())
     assert f"``{DEFAULT_RUN_VARIANT}``, the default of ``hifirag run`` and the service" in doc
+
+
+def test_no_text_names_a_file_beside_the_repository_but_the_shared_data_sets():
+    """Beside a checkout only the shared data sets are looked for (``../shared/data``, or
+    ``$HIFIRAG_SHARED_DATA``); the papers and the design notes next to them are not the user's."""
+    named = {}
+    for path in _tracked():
+        file = PROJECT_ROOT / path
+        if not path.endswith(TEXT) or not file.is_file() or path == "tests/unit/core/test_repository_text.py":
+            continue
+        for folder in re.findall(r"(?:\.\./)+shared/([\w.-]+)", file.read_text(encoding="utf-8", errors="replace")):
+            if folder != "data":
+                named.setdefault(folder, []).append(path)
+    assert not named, named
