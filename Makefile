@@ -1,6 +1,7 @@
 # The two commands of the README, each starting from a bare machine:
 #   make demo   set up, then answer 20 FAQ questions offline and show the results
 #   make test   set up (with the local model server), then run the test suite
+#               (make test-unit: the unit tests only, for the inner loop)
 #               (HIFIRAG_SKIP_LOCAL_MODEL=1 make test: without the local model server, see below)
 PYTHON ?= python3
 VENV ?= .venv
@@ -25,13 +26,21 @@ LLAMA_KEY := $(shell printf '%s\n' '$(LLAMA_VERSION)' "$$($(LLAMA_PYTHON) -c 'im
 LLAMA_WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hifirag/llama-cpp-python-wheels/$(LLAMA_VERSION)-$(LLAMA_KEY)
 
 
-.PHONY: demo test bench setup clean-data prod-start prod-stop prod-status
+.PHONY: demo test test-unit bench setup clean-data prod-start prod-stop prod-status
+
+# Test files run in parallel, each whole on one worker (module-scoped servers start once): pytest-xdist.
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 demo: $(VENV)/.installed
 	$(BIN)/hifirag demo
 
 test: $(VENV)/.local-model-built-$(LLAMA_KEY)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
+
+# The inner loop: the unit tests only (no Prefect server, no local model server, no browser or container).
+test-unit: $(VENV)/.installed
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/unit -m 'not llama_server'
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_pipeline.py
