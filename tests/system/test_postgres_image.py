@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from tests import PROJECT_ROOT
-from tests.test_container import _env, _flags_and_words, parse_dockerfile
-from tests.test_postgres_server import _server_bin, _skip_reason
+from tests.system.test_container import _env, _flags_and_words, parse_dockerfile
+from tests.system.test_postgres_server import _server_bin, _skip_reason
 
 FOLDER = PROJECT_ROOT / "deployments" / "postgres"
 ENTRYPOINT = FOLDER / "entrypoint.sh"
