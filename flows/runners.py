@@ -15,17 +15,20 @@ workers the URL of the server it is using.
 
 from __future__ import annotations
 
+# Prefect is imported where it is used: the command line checks a runner choice (RunnerChoice) before it
+# configures the process for Prefect, and Prefect reads its settings once, when first imported.
 import contextlib
 import logging
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Literal
-
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from typing import TYPE_CHECKING, Literal
 
 from hifirag_core.config import usable_cores
+
+if TYPE_CHECKING:
+    from prefect.task_runners import TaskRunner
 
 Runner = Literal["threads", "dask"]
 RUNNERS: tuple[str, ...] = ("threads", "dask")
@@ -109,6 +112,8 @@ def shared_cluster(choice: RunnerChoice, concurrency: int) -> Iterator[RunnerCho
 def question_runner(choice: RunnerChoice, concurrency: int) -> Iterator[TaskRunner]:
     """A started task runner that executes ``answer_question`` tasks for ``choice``."""
     if choice.kind == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
         with ThreadPoolTaskRunner(max_workers=concurrency) as runner:
             yield runner
         return
