@@ -4,13 +4,12 @@ Programmable Search, Scrapingdog and the folder).
 Answers FAQ questions (the demo's sample; the FAQ pages left out of the web) with ``search.providers`` set to
 ``--providers`` (``searxng,duckduckgo,folder`` by default). The web providers' fakes serve the documentation
 corpus: SearXNG and Programmable Search rank the question's words by best passage, DuckDuckGo and Scrapingdog
-its keywords only, so their lists differ. SearXNG's fake listens on 127.0.0.1; ddgs reaches DuckDuckGo with its
-own HTTP client, so the stand-in client object of the tests (``tests.fakes.search_providers.FakeDDGS``) takes
-the place of ``ddgs.DDGS``. The folder holds our own notes (Markdown, text, a PDF) and a few HTML pages. It
+its keywords only, so their lists differ. The fakes listen on 127.0.0.1; ddgs, which has DuckDuckGo's address
+built in, reaches DuckDuckGo's fake through its proxy setting (``backends.ddgs_proxy``, the fake's CA in
+``backends.ddgs_ca_file``). The folder holds our own notes (Markdown, text, a PDF) and a few HTML pages. It
 prints which providers the cited pages came from and the fused ranks in ``search_results`` (the SQL with its
 output). ``--fail NAME`` makes that web provider fail mid-run: its first search is answered, every later one
-meets a 429 and then a 500 on the retry (DuckDuckGo: ddgs's ``RatelimitException``, then a ``DDGSException``
-carrying a 500).
+meets a 429 and then a 500 on the retry, turn by turn.
 
     .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo [--providers google,scrapingdog,folder]
         [--fail searxng] [--questions 20]
@@ -99,7 +98,7 @@ def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, li
     """The fakes of the web providers in ``names`` (``fail`` fails after its first search), with the config
     overrides and secrets that point the run at them."""
     from tests.fakes.gemini import google_error
-    from tests.fakes.search_providers import FakeDDGS, SearxngFake
+    from tests.fakes.search_providers import DuckDuckGoFake, SearxngFake
     from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
     from tests.fakes.server import Response
 
@@ -113,14 +112,13 @@ def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, li
         if fail == "searxng":
             fakes["searxng"].fail_after_first("/search", too_many=Response(429, "Too Many Requests"),
                                               error=Response(500, "Internal Server Error"))
-    if "duckduckgo" in names:
-        import ddgs
-        from ddgs.exceptions import DDGSException, RatelimitException
-
-        faults = [None, *[e for _ in range(10**4) for e in (RatelimitException("https://duckduckgo.com 202 Ratelimit"),
-                                                            DDGSException("https://duckduckgo.com 500"))]]
-        fakes["duckduckgo"] = FakeDDGS(search=by_keywords, faults=faults if fail == "duckduckgo" else None)
-        ddgs.DDGS = fakes["duckduckgo"].factory  # what the adapter calls for a client: DDGS(timeout=...)
+    if "duckduckgo" in names:  # ddgs reaches it through its proxy setting, verifying the fake's certificate
+        fakes["duckduckgo"] = DuckDuckGoFake(search=by_keywords).start()
+        overrides += [f"backends.ddgs_proxy={fakes['duckduckgo'].proxy_url}",
+                      f"backends.ddgs_ca_file={fakes['duckduckgo'].ca_file}"]
+        if fail == "duckduckgo":
+            fakes["duckduckgo"].fail_after_first("/html/", too_many=Response(429, "Too Many Requests"),
+                                                 error=Response(500, "Internal Server Error"))
     if "google" in names:
         fakes["google"] = GoogleSearchFake(search=by_question).start()
         os.environ.update({"GOOGLE_CSE_KEY": fakes["google"].api_key, "GOOGLE_CSE_ID": fakes["google"].engine_id})
@@ -138,7 +136,7 @@ def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, li
 
 def calls(fakes: dict) -> str:
     """How often each fake was asked."""
-    counts = {name: len(fake.calls) if name == "duckduckgo" else fake.count() for name, fake in fakes.items()}
+    counts = {name: fake.count() for name, fake in fakes.items()}
     if "scrapingdog" in fakes:
         counts["scrapingdog scrape"] = fakes["scrapingdog"].count(lambda r: r.path.startswith("/scrape"))
         counts["scrapingdog"] -= counts["scrapingdog scrape"]

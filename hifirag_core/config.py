@@ -58,8 +58,20 @@ class BackendsConfig(Section):
     # A provider's address when it is not its row's default (registry.Backend.base_url), by backend name or
     # by its limits name (clueweb22: FineWeb and both ClueWeb22 indexes); tests point these at fakes.
     base_urls: dict[str, str] = {}
-    ddgs_backend: str = "duckduckgo"  # the engines ddgs asks ("duckduckgo", "auto" for several, ...)
+    # DuckDuckGo (ddgs): a proxy (http://, https://, socks5://, or "tb" for Tor Browser's; None: $DDGS_PROXY, where
+    # a proxy with a password belongs) and a PEM bundle to verify DuckDuckGo's certificate with (a proxy that
+    # inspects TLS; the tests' fake is one)
+    ddgs_proxy: str | None = None
+    ddgs_ca_file: str | None = None
     grounding_model: str = "gemini-2.5-flash"  # the model that searches when search=gemini-grounding
+
+    @model_validator(mode="after")
+    def _no_password_in_the_proxy(self) -> BackendsConfig:
+        # the config is stored with every run; a proxy's password is a secret
+        if self.ddgs_proxy and "@" in self.ddgs_proxy.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError("backends.ddgs_proxy holds a user name or password: set it in $DDGS_PROXY instead "
+                             "(the config is stored with every run)")
+        return self
 
 
 class ModelPrice(Section):

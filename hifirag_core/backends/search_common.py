@@ -4,6 +4,7 @@ steering values they translate (a date window as days back, as a named span, as 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -64,6 +65,26 @@ def hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return None
     return SearchHit(title=str(title or ""), url=url, snippet=" ".join(str(snippet or "").split()))
+
+
+def paged_hits(page: Callable[[int], tuple[list[SearchHit], bool]], num: int, max_pages: int) -> list[SearchHit]:
+    """Up to ``num`` hits, each URL once, from ``page(n)`` (page n's hits, and whether a page may follow it), read
+    in order while more are wanted and a page brought new ones."""
+    hits: list[SearchHit] = []
+    seen: set[str] = set()
+    for n in range(1, max_pages + 1):
+        if len(hits) >= num:
+            break
+        found, more = page(n)
+        new = 0
+        for h in found:
+            if h.url not in seen:
+                seen.add(h.url)
+                hits.append(h)
+                new += 1
+        if not new or not more:
+            break
+    return hits[:num]
 
 
 def window_span(window: DateWindow, today: date, spans: tuple[tuple[int, str], ...]) -> str | None:

@@ -1,6 +1,5 @@
-"""Fakes of the search providers of the backends table that speak HTTP: SearXNG, Brave, Tavily, Exa and
-MMU-RAGent's FineWeb / ClueWeb22 search; and a stand-in for the ddgs client (ddgs reaches DuckDuckGo
-through its own HTTP client, which cannot be pointed at 127.0.0.1, so its boundary is the client object).
+"""Fakes of the search providers of the backends table: SearXNG, DuckDuckGo's HTML search (reached by ddgs through
+the fake as its proxy), Brave, Tavily, Exa and MMU-RAGent's FineWeb / ClueWeb22 search.
 
 Each serves a pluggable ``search(query, n)`` (the default test web) in the provider's wire format, from
 its public documentation (cited in each adapter's module docstring), and CHECKS the steering parameters
@@ -273,38 +272,76 @@ class MmuSearchFake(_SearchFake):
         return Response(200, {"results": results})
 
 
-class FakeDDGS:
-    """Stands in for ``ddgs.DDGS``: records each ``text()`` call's arguments; ``faults`` is a list of exceptions
-    raised by the next calls, in order (ddgs's own exception classes)."""
+DUCKDUCKGO_HOST = "html.duckduckgo.com"
 
-    def __init__(self, *, search: SearchFn | None = None, faults: list[BaseException] | None = None):
-        self.search = search_lookup(search or default_web().search)
-        self.calls: list[dict[str, Any]] = []
-        self.faults = list(faults or [])
-        self.timeouts: list[float] = []
-        self._lock = threading.Lock()
 
-    def factory(self, timeout: float) -> FakeDDGS:
-        """What the adapter calls for a client (``DDGS(timeout=...)``)."""
-        with self._lock:
-            self.timeouts.append(timeout)
-        return self
+class DuckDuckGoFake(_SearchFake):
+    """DuckDuckGo's HTML search, reached by ddgs's own client through this fake as its proxy (ddgs has
+    ``https://html.duckduckgo.com/html/`` built in): ``POST /html/`` with the form fields ``q``, ``b``, ``l``
+    (region, ``xx-xx``; ``wt-wt`` for none), ``df`` (``d``/``w``/``m``/``y``) and ``s`` (the offset of a later
+    page: the first page holds 10 results, each later one 15), answered with the results page ddgs parses (a
+    ``div.result__body`` per result: the ``h2`` title link, the URL, the ``a.result__snippet``); 400 for a
+    malformed form. ``proxy_url`` and ``ca_file`` are what ddgs is given (``backends.ddgs_proxy``,
+    ``backends.ddgs_ca_file``). A busy client is turned away with :meth:`challenge` (202 and the "anomaly"
+    page DuckDuckGo sends)."""
 
-    def text(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            self.calls.append({"query": query, **kwargs})
-            fault = self.faults.pop(0) if self.faults else None
-        if fault is not None:
-            raise fault
-        if kwargs.get("region") not in (None, "wt-wt") and not re.match(r"^[a-z]{2}-[a-z]{2}$", kwargs["region"]):
-            raise ValueError(f"bad region {kwargs['region']}")
-        if kwargs.get("timelimit") not in (None, "d", "w", "m", "y"):
-            raise ValueError(f"bad timelimit {kwargs['timelimit']}")
-        bare, wanted, unwanted = split_site_terms(query)
-        n = int(kwargs.get("max_results") or 10)
-        hits = site_filtered(self.search(bare, 100), wanted, unwanted)[:n] if wanted or unwanted else self.search(query, n)
-        if not hits:
-            from ddgs.exceptions import DDGSException
+    name = "duckduckgo"
+    tunnel_hosts = frozenset({DUCKDUCKGO_HOST})
+    FIRST_PAGE, LATER_PAGE = 10, 15
 
-            raise DDGSException("No results found.")
-        return [{"title": h.title, "href": h.link, "body": h.snippet} for h in hits]
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        from tests.fakes.tls import make_certificates
+
+        self.tls = make_certificates((DUCKDUCKGO_HOST, "duckduckgo.com"))
+
+    @property
+    def proxy_url(self) -> str:
+        return self.base_url
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.tls.ca_file)
+
+    @staticmethod
+    def challenge() -> Response:
+        """What DuckDuckGo answers a client it takes for a bot: 202 and a page with no results."""
+        return Response(202, '<html><body><form id="challenge-form" action="//duckduckgo.com/anomaly.js">'
+                             '<div class="anomaly-modal__title">Unfortunately, bots use DuckDuckGo too.</div>'
+                             "</form></body></html>", content_type="text/html; charset=UTF-8")
+
+    def route(self, request: Request) -> Response:
+        if request.headers.get("host", "").split(":")[0] != DUCKDUCKGO_HOST:
+            return Response(421, "Misdirected Request")
+        if request.method != "POST" or request.path != "/html/":
+            return Response(404, "Not Found")
+        form = request.form()
+        q, region, df, offset = form.get("q", ""), form.get("l", ""), form.get("df", ""), form.get("s", "0")
+        if not q or not re.match(r"^[a-z]{2}-[a-z]{2}$", region) or df not in ("", "d", "w", "m", "y") \
+                or not offset.isdigit():
+            return Response(400, "Bad Request")
+        self._seen(q, {**({"l": region} if region != "wt-wt" else {}), **({"df": df} if df else {})})
+        start = int(offset)
+        size = self.FIRST_PAGE if start == 0 else self.LATER_PAGE
+        hits = self._hits(q, start + size)[start:start + size]
+        return Response(200, results_page(q, hits), content_type="text/html; charset=UTF-8")
+
+
+def results_page(query: str, hits: list) -> str:
+    """DuckDuckGo's HTML results page for ``hits`` (``tests.fakes.web`` hits: ``title``, ``link``, ``snippet``)."""
+    from html import escape
+
+    if not hits:
+        return (f"<html><head><title>{escape(query)} at DuckDuckGo</title></head><body><div class=\"serp__results\">"
+                "<div class=\"no-results\">No results.</div></div></body></html>")
+    items = "".join(
+        '<div class="result results_links results_links_deep web-result ">'
+        '<div class="links_main links_deep result__body">'
+        f'<h2 class="result__title"><a rel="nofollow" class="result__a" href="{escape(h.link)}">{escape(h.title)}</a></h2>'
+        '<div class="result__extras"><div class="result__extras__url">'
+        f'<a class="result__url" href="{escape(h.link)}">{escape(h.link.split("://", 1)[-1])}</a></div></div>'
+        f'<a class="result__snippet" href="{escape(h.link)}">{escape(h.snippet)}</a>'
+        '<div class="clear"></div></div></div>' for h in hits)
+    return (f"<html><head><title>{escape(query)} at DuckDuckGo</title></head><body>"
+            f'<div class="serp__results"><div id="links" class="results">{items}</div></div></body></html>')
+
