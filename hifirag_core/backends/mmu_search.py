@@ -116,24 +116,25 @@ class MmuSearchBackend:
             return self._docs.get(url)
 
 
-def _client(cfg, guards) -> JsonSearchClient:
-    return JsonSearchClient("clueweb22", guard=guards.guard("clueweb22"), timeout_s=cfg.limits.search_timeout_s,
+def _client(cfg, guards, name: str) -> JsonSearchClient:
+    # errors name the backend; the limits are the service's, shared by FineWeb and both ClueWeb22 indexes
+    return JsonSearchClient(name, guard=guards.guard("clueweb22"), timeout_s=cfg.limits.search_timeout_s,
                             paid=False, call_cost_usd=guards.call_cost("clueweb22"))
 
 
 def build_fineweb(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``fineweb`` row (hifirag_core.backend_registry); no key."""
-    return MmuSearchBackend(_client(cfg, guards), provider="fineweb",
+    return MmuSearchBackend(_client(cfg, guards, "fineweb"), provider="fineweb",
                             url=search_url(cfg, "fineweb") + "/fineweb/search")
 
 
 def build_clueweb_b(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-b`` row."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-b", url=search_url(cfg, "clueweb22-b") + "/search",
+    return MmuSearchBackend(_client(cfg, guards, "clueweb22-b"), provider="clueweb22-b", url=search_url(cfg, "clueweb22-b") + "/search",
                             api_key=get_secret("clueweb_api_key", env))
 
 
 def build_clueweb_a(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-a`` row (``cw22_a=true``)."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-a", url=search_url(cfg, "clueweb22-a") + "/search",
+    return MmuSearchBackend(_client(cfg, guards, "clueweb22-a"), provider="clueweb22-a", url=search_url(cfg, "clueweb22-a") + "/search",
                             api_key=get_secret("clueweb_api_key", env), extra={"cw22_a": "true"})
