@@ -15,10 +15,12 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from tests.fakes.search_servers import site_filtered, split_site_terms
+from tests.fakes.gemini import GeminiFake
+from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake, site_filtered, split_site_terms
 from tests.fakes.server import FakeServer, Request, Response
 from tests.fakes.web import SearchFn, default_web, search_lookup
 
@@ -345,3 +347,64 @@ def results_page(query: str, hits: list) -> str:
     return (f"<html><head><title>{escape(query)} at DuckDuckGo</title></head><body>"
             f'<div class="serp__results"><div id="links" class="results">{items}</div></div></body></html>')
 
+
+# --- one fake per search row of the backends table --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderFake:
+    """How the table's contract test (``tests/test_provider_table.py``) and ``tools/show_providers.py`` reach a
+    search row's fake: ``make(search)`` a fake (not started) serving ``search(query, n)``; ``settings(fake)`` the
+    ``--set`` pairs and ``env(fake)`` the keys that point the row's adapter at it."""
+
+    make: Callable[[SearchFn], FakeServer]
+    settings: Callable[[Any], list[str]]
+    env: Callable[[Any], dict[str, str]] = lambda fake: {}
+
+
+def _document_text(url: str) -> str:
+    return f"The page at {url}\n\nIts text, as the search service stores it."
+
+
+def _mmu(search: SearchFn) -> MmuSearchFake:
+    return MmuSearchFake(search=search, text=_document_text)
+
+
+def _mmu_at(fake: MmuSearchFake) -> list[str]:
+    return [f"backends.base_urls.clueweb22={fake.base_url}"]
+
+
+# A search row of ``hifirag_core.backend_registry`` with a builder needs an entry here (the contract test fails
+# without one); a new provider's fake and its entry are all the tests need of it.
+PROVIDER_FAKES: dict[str, ProviderFake] = {
+    "searxng": ProviderFake(lambda s: SearxngFake(search=s), lambda f: [f"backends.searxng_url={f.base_url}"]),
+    "duckduckgo": ProviderFake(lambda s: DuckDuckGoFake(search=s), lambda f: [f"backends.ddgs_proxy={f.proxy_url}",
+                                                                             f"backends.ddgs_ca_file={f.ca_file}"]),
+    "brave": ProviderFake(lambda s: BraveFake(search=s), lambda f: [f"backends.base_urls.brave={f.base_url}"],
+                          lambda f: {"BRAVE_API_KEY": f.api_key}),
+    "tavily": ProviderFake(lambda s: TavilyFake(search=s), lambda f: [f"backends.base_urls.tavily={f.base_url}"],
+                           lambda f: {"TAVILY_API_KEY": f.api_key}),
+    "exa": ProviderFake(lambda s: ExaFake(search=s), lambda f: [f"backends.base_urls.exa={f.base_url}"],
+                        lambda f: {"EXA_API_KEY": f.api_key}),
+    "fineweb": ProviderFake(_mmu, _mmu_at),
+    "clueweb22-b": ProviderFake(_mmu, _mmu_at, lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "clueweb22-a": ProviderFake(_mmu, _mmu_at, lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "gemini-grounding": ProviderFake(lambda s: GeminiFake(search_web=s), lambda f: [f"models.gemini_base_url={f.base_url}"],
+                                     lambda f: {"GEMINI_API_KEY": f.api_key}),
+    "google": ProviderFake(lambda s: GoogleSearchFake(search=s),
+                           lambda f: [f"backends.google_search_base_url={f.base_url}"],
+                           lambda f: {"GOOGLE_CSE_KEY": f.api_key, "GOOGLE_CSE_ID": f.engine_id}),
+    "scrapingdog": ProviderFake(lambda s: ScrapingdogFake(search=s),
+                                lambda f: [f"backends.scrapingdog_base_url={f.base_url}"],
+                                lambda f: {"SCRAPINGDOG_API_KEY": f.api_key}),
+}
+
+
+def steering_seen(fake: Any) -> dict[str, Any]:
+    """The steering the fake's last request carried as the provider's own parameters, with ``site:`` terms of its
+    query (empty: none)."""
+    steered = dict(fake.steered[-1]) if getattr(fake, "steered", None) else {}
+    query = steered.pop("query", None) or (fake.queries[-1] if getattr(fake, "queries", None) else "")
+    if "site:" in query:
+        steered["site terms"] = " ".join(t for t in query.split() if "site:" in t)
+    return steered
