@@ -13,7 +13,8 @@ Derived from the table: the config's choices (``SEARCH_CHOICES``, ``FETCH_CHOICE
 providers' limits and costs (``provider_defaults``), the required secrets (``factory.required_secrets``),
 ``hifirag doctor``'s search and fetch lines, the CLI's help (``hifirag providers``, ``--set``) and the provider
 table of docs/user-guide.md (``provider_table_markdown``; a test keeps the two equal). Adding a
-search provider is one module (its adapter and ``build`` function), one row here and one fake.
+search provider is one module (its adapter and ``build`` function), one row here and one fake (with its
+entry in ``tests.fakes.search_providers.PROVIDER_FAKES``, which ``tests/test_provider_table.py`` checks it through).
 
 A builder is ``build(cfg, guards, env) -> SearchBackend`` (or ``Fetcher``): ``search(query, *, num,
 steer)`` returning ``SearchHit`` rows, ``provider`` naming it. Rows with ``builder=None`` are built by the
@@ -198,11 +199,6 @@ def sunset_error(row: Backend, today: date) -> str | None:
         return None
     return (f"backends.{row.role}={row.name!r}: the service ended on {row.ends.isoformat()} ({row.notice.split(';')[0]}); "
             f"choose one of {', '.join(alternatives(row.role, row.name))}")
-
-
-def help_text(role: Role) -> str:
-    """One line per choice, for the CLI."""
-    return "; ".join(f"{b.name}: {b.summary}" for b in BACKENDS if b.role == role)
 
 
 def cost_text(row: Backend, per_call: float | None = None) -> str:

@@ -30,7 +30,7 @@ def test_every_search_row_has_a_fake_and_every_fake_a_row() -> None:
 
 
 def test_the_limits_defaults_come_from_the_rows() -> None:
-    assert DEFAULT_CALL_COST_USD == {r.provider: r.call_cost_usd for r in registry.BACKENDS if r.call_cost_usd}
+    assert {r.provider: r.call_cost_usd for r in registry.BACKENDS if r.call_cost_usd} == DEFAULT_CALL_COST_USD
     assert all(DEFAULT_PROVIDER_RPM[r.provider] == r.rpm for r in registry.BACKENDS if r.rpm)
     clash = registry.Backend("scratch", "search", "a clash", None, limits_name="brave", rpm=1)
     with pytest.raises(ValueError, match="disagree on its rpm"):
@@ -62,3 +62,18 @@ def test_each_provider_answers_through_its_fake_and_steers_as_its_row_says(row, 
         check = doctor_search(row.name, cfg, make_guards(cfg), {}, tmp_path)
         assert check.status == "missing"
         assert all(any(var in check.detail for var in key.env) for key in row.keys), check.detail
+
+
+def test_hifirag_providers_prints_the_table_and_which_keys_are_set() -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["providers"], env={"COLUMNS": "400", "BRAVE_API_KEY": "brave-key-0123456",
+                                                         "TAVILY_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for row in registry.BACKENDS:
+        assert any(line.split()[:2] in ([row.name, row.role], [row.name, "(ends"]) for line in lines if line.strip())
+    assert "BRAVE_API_KEY (set)" in result.output and "TAVILY_API_KEY (not set)" in result.output
+    assert "google (ends 2027-01-01)" in result.output
