@@ -173,6 +173,37 @@ def test_exa_takes_domains_and_published_dates_and_charges_what_the_reply_says(s
         assert guards.budget.spent_usd == pytest.approx(2 * 0.007)
 
 
+def test_tavily_and_exa_clients_errors_become_the_runs_retried_or_final_errors(sleeps) -> None:
+    """Through tavily-python and exa-py: a 429 and a 5xx are retried with backoff, a spent plan or a bad request
+    fails at once, and nothing failed is charged."""
+    with TavilyFake() as fake:
+        cfg = cfg_for("tavily", base_urls={"tavily": fake.base_url})
+        guards = guards_with_budget(cfg, sleeps)
+        backend = build_search_backend(cfg, guards=guards, env={"TAVILY_API_KEY": fake.api_key})
+        fake.inject(Fault("status", Response(429, {"detail": {"error": "Rate limit exceeded"}})))
+        assert backend.search("python venv", num=3) and fake.count() == 2 and len(sleeps.calls) == 1
+        fake.inject(Fault("status", Response(432, {"detail": {"error": "Plan usage limit exceeded"}})))
+        with pytest.raises(PermanentError, match="432.*credits are spent"):
+            backend.search("python venv", num=3)
+        fake.inject(Fault("status", Response(502, "Bad Gateway"), times=3))
+        with pytest.raises(TransientError, match="HTTP 502"):
+            backend.search("python venv", num=3)
+        assert fake.count() == 6 and guards.budget.spent_usd == pytest.approx(0.008)
+    with ExaFake() as fake:
+        cfg = cfg_for("exa", base_urls={"exa": fake.base_url})
+        guards = guards_with_budget(cfg, sleeps)
+        backend = build_search_backend(cfg, guards=guards, env={"EXA_API_KEY": fake.api_key})
+        fake.inject(Fault("status", Response(429, {"error": "Too many requests", "tag": "RATE_LIMITED"})))
+        fake.inject(Fault("status", Response(500, {"error": "Internal error"})))
+        assert backend.search("python venv", num=3) and fake.count() == 3
+        fake.inject(Fault("status", Response(400, {"error": "Invalid request", "tag": "INVALID_REQUEST_BODY"})))
+        with pytest.raises(PermanentError, match="HTTP 400"):
+            backend.search("python venv", num=3)
+        assert fake.count() == 4 and guards.budget.spent_usd == pytest.approx(0.005)
+        with pytest.raises(PermanentError, match="401"):
+            build_search_backend(cfg, guards=guards, env={"EXA_API_KEY": "wrong-key-0123"}).search("q", num=3)
+
+
 # --- DuckDuckGo (ddgs) ---------------------------------------------------------------------------------------
 
 
