@@ -301,6 +301,12 @@ class DuckDuckGoFake(_SearchFake):
     def proxy_url(self) -> str:
         return self.base_url
 
+    def stop(self) -> None:
+        super().stop()
+        import shutil
+
+        shutil.rmtree(self.tls.ca_file.parent, ignore_errors=True)
+
     @property
     def ca_file(self) -> str:
         return str(self.tls.ca_file)
@@ -370,8 +376,8 @@ def _mmu(search: SearchFn) -> MmuSearchFake:
     return MmuSearchFake(search=search, text=_document_text)
 
 
-def _mmu_at(fake: MmuSearchFake) -> list[str]:
-    return [f"backends.base_urls.clueweb22={fake.base_url}"]
+def _mmu_at(name: str) -> Callable[[MmuSearchFake], list[str]]:
+    return lambda fake: [f"backends.base_urls.{name}={fake.base_url}"]  # by row: each its own fake
 
 
 # A search row of ``hifirag_core.backend_registry`` with a builder needs an entry here (the contract test fails
@@ -386,9 +392,9 @@ PROVIDER_FAKES: dict[str, ProviderFake] = {
                            lambda f: {"TAVILY_API_KEY": f.api_key}),
     "exa": ProviderFake(lambda s: ExaFake(search=s), lambda f: [f"backends.base_urls.exa={f.base_url}"],
                         lambda f: {"EXA_API_KEY": f.api_key}),
-    "fineweb": ProviderFake(_mmu, _mmu_at),
-    "clueweb22-b": ProviderFake(_mmu, _mmu_at, lambda f: {"CLUEWEB_API_KEY": f.api_key}),
-    "clueweb22-a": ProviderFake(_mmu, _mmu_at, lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "fineweb": ProviderFake(_mmu, _mmu_at("fineweb")),
+    "clueweb22-b": ProviderFake(_mmu, _mmu_at("clueweb22-b"), lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "clueweb22-a": ProviderFake(_mmu, _mmu_at("clueweb22-a"), lambda f: {"CLUEWEB_API_KEY": f.api_key}),
     "gemini-grounding": ProviderFake(lambda s: GeminiFake(search_web=s), lambda f: [f"models.gemini_base_url={f.base_url}"],
                                      lambda f: {"GEMINI_API_KEY": f.api_key}),
     "google": ProviderFake(lambda s: GoogleSearchFake(search=s),
