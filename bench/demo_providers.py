@@ -13,10 +13,17 @@ meets a 429 and then a 500 on the retry, turn by turn.
 
     .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo [--providers google,scrapingdog,folder]
         [--fail searxng] [--questions 20]
+    .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo --providers fineweb --questions 5
+
+``fineweb`` serves MMU-RAGent's FineWeb search from its fake: each found page as a FineWeb document (its text
+without markup), read by the fetch stage without fetching (alone, with ``backends.fetch=http``: a URL without a
+document would go to the web, which is not there); the run then shows its pages by where their text came from, and the
+funnel.
 
 Offline LLM roles (the default). Web pages are read from the corpus (``backends.fetch=local``), or through
-Scrapingdog's scrape API when Scrapingdog is listed. Each run uses its own data root below ``--root`` (the
-corpus is built once in ``--root/base`` and copied), so no cache is shared.
+Scrapingdog's scrape API when Scrapingdog is listed. Each run uses its own data root below ``--root``
+(``run-<providers>[-fail-<name>]``; the corpus is built once in ``--root/base`` and copied), so no cache is
+shared.
 """
 
 from __future__ import annotations
@@ -91,14 +98,28 @@ def show(w, title: str, sql: str, run_id: str) -> None:
         print(" | ".join("" if v is None else str(v) for v in row))
 
 
-WEB_PROVIDERS = ("searxng", "duckduckgo", "google", "scrapingdog")
+WEB_PROVIDERS = ("searxng", "duckduckgo", "google", "scrapingdog", "fineweb")
+
+
+def document_text(html: bytes | None) -> str | None:
+    """A page as FineWeb stores one: its text without markup (headings as lines of their own), paragraphs apart."""
+    if html is None:
+        return None
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(html)
+    for node in tree.css("script, style, nav, header, footer"):
+        node.decompose()
+    root = tree.css_first("main") or tree.css_first("[role=main]") or tree.body
+    blocks = [" ".join(n.text(separator=" ").split()) for n in root.css("h1, h2, h3, h4, p, li, pre, dt, dd")]
+    return "\n\n".join(b for b in blocks if b) if root is not None else None
 
 
 def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, list[str]]:
     """The fakes of the web providers in ``names`` (``fail`` fails after its first search), with the config
     overrides and secrets that point the run at them."""
     from tests.fakes.gemini import google_error
-    from tests.fakes.search_providers import DuckDuckGoFake, SearxngFake
+    from tests.fakes.search_providers import DuckDuckGoFake, MmuSearchFake, SearxngFake
     from tests.fakes.search_servers import GoogleSearchFake, ScrapingdogFake
     from tests.fakes.server import Response
 
@@ -127,6 +148,11 @@ def start_fakes(names: list[str], web, page, fail: str | None) -> tuple[dict, li
             fakes["google"].fail_after_first(
                 "/customsearch", too_many=Response(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded")),
                 error=Response(500, google_error(500, "INTERNAL", "Backend Error")))
+    if "fineweb" in names:  # its documents carry their text; any URL that came without would go to the web
+        fakes["fineweb"] = MmuSearchFake(search=by_question, text=lambda url: document_text(page(url))).start()
+        overrides.append(f"backends.base_urls.fineweb={fakes['fineweb'].base_url}")
+        if names == ["fineweb"]:  # alone: nothing is read from the corpus, and the web is not there
+            overrides.append("backends.fetch=http")
     if "scrapingdog" in names:
         fakes["scrapingdog"] = ScrapingdogFake(search=by_keywords, page=page).start()
         os.environ["SCRAPINGDOG_API_KEY"] = fakes["scrapingdog"].api_key
@@ -148,7 +174,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--providers", default="searxng,duckduckgo,folder", help="search.providers of the run")
-    parser.add_argument("--fail", choices=("searxng", "duckduckgo", "google"),
+    parser.add_argument("--fail", choices=("searxng", "duckduckgo", "google"),  # the fakes that fail on request
                         help="this provider fails after its first search (a 429, then a 500 on each retry)")
     parser.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
     args = parser.parse_args()
@@ -156,7 +182,7 @@ def main() -> None:
     if args.fail and args.fail not in names:
         parser.error(f"--fail {args.fail}: not among --providers {args.providers}")
     base = base_root(args.root)
-    run_root = args.root / ("run-fail-" + args.fail if args.fail else "run")
+    run_root = args.root / ("run-" + "+".join(names) + (f"-fail-{args.fail}" if args.fail else ""))
     if run_root.exists():
         shutil.rmtree(run_root)
     shutil.copytree(base, run_root)
@@ -210,6 +236,19 @@ def main() -> None:
          "SELECT provider, status, error, count(*) AS n_rows FROM search_results WHERE run_id = $1 "
          "AND status <> 'ok' GROUP BY ALL ORDER BY 1, 2, 3", run_id)
     show(w, "answers", "SELECT status, count(*) AS n FROM answers WHERE run_id = $1 GROUP BY 1", run_id)
+    show(w, "search calls per provider",
+         "SELECT provider, status, count(*) AS calls, sum(attempts) AS attempts, sum(rate_limited) AS rate_limited, "
+         "round(sum(backoff_s), 2) AS backoff_s FROM search_calls WHERE run_id = $1 GROUP BY ALL ORDER BY 1, 2",
+         run_id)
+    if "fineweb" in names:
+        from hifirag_core.store.queries import funnel_summary
+
+        show(w, "pages by where their text came from",
+             "SELECT fetcher, kind, text_source, status, count(*) AS pages FROM pages WHERE run_id = $1 "
+             "GROUP BY ALL ORDER BY ALL", run_id)
+        funnel = funnel_summary(w, [run_id])
+        print("\n-- the funnel (hifirag funnel)\n" + "\n".join(f"{c}: {v}" for c, v in zip(funnel.columns,
+                                                                                          funnel.rows[0], strict=True)))
     for fake in fakes.values():
         if hasattr(fake, "stop"):
             fake.stop()
