@@ -13,7 +13,7 @@ meets a 429 and then a 500 on the retry, turn by turn.
 
     .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo [--providers google,scrapingdog,folder]
         [--fail searxng] [--questions 20]
-    .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo --providers fineweb --questions 5
+    .venv/bin/python bench/demo_providers.py --root /tmp/providers-demo --providers fineweb --questions 5 --faq-pages
 
 ``fineweb`` serves MMU-RAGent's FineWeb search from its fake: each found page as a FineWeb document (its text
 without markup), read by the fetch stage without fetching (alone, with ``backends.fetch=http``: a URL without a
@@ -177,6 +177,9 @@ def main() -> None:
     parser.add_argument("--fail", choices=("searxng", "duckduckgo", "google"),  # the fakes that fail on request
                         help="this provider fails after its first search (a 429, then a 500 on each retry)")
     parser.add_argument("--set", action="append", default=[], help="more config overrides, key=value")
+    parser.add_argument("--faq-pages", action="store_true",
+                        help="keep the FAQ pages on the web (left out by default: their text is the gold answer), so "
+                             "the funnel can follow each question's gold page through the stages")
     args = parser.parse_args()
     names = [p.strip() for p in args.providers.split(",") if p.strip()]
     if args.fail and args.fail not in names:
@@ -196,14 +199,15 @@ def main() -> None:
 
     configure(run_root)
     corpus = open_corpus(run_root, "docs")
-    web = LocalSearch(corpus.index(FAQ_PAGE_PATTERNS))
+    left_out = () if args.faq_pages else FAQ_PAGE_PATTERNS
+    web = LocalSearch(corpus.index(left_out))
 
     def page(url: str) -> bytes | None:
         found = corpus.page(url)
         return corpus.blobs.get(found.sha256) if found is not None and url in web.index else None
 
     fakes, backends = start_fakes(names, web, page, args.fail)
-    overrides = [f"corpus.exclude={list(FAQ_PAGE_PATTERNS)!r}".replace("'", '"'),
+    overrides = [f"corpus.exclude={list(left_out)!r}".replace("'", '"'),
                  f"search.providers={','.join(names)}", f"search.folder={folder}", *backends,
                  "limits.retry_base_delay_s=0.2", *args.set]
     from flows.answer import answer_questions
@@ -217,20 +221,20 @@ def main() -> None:
     w, run_id = Warehouse(run_root), summary["run_id"]
     show(w, "cited pages by the providers that found them",
          "SELECT s.found_by, count(DISTINCT c.url) AS cited_pages, count(DISTINCT c.question_id) AS questions "
-         "FROM citations c JOIN (SELECT DISTINCT question_id, url, array_to_string(list_sort(providers), '+') "
+         "FROM citations c JOIN (SELECT DISTINCT question_id, url, array_to_string(list_sort(coalesce(providers, [provider])), '+') "
          "AS found_by FROM search_results WHERE run_id = $1 AND status = 'ok') s "
-         "ON s.question_id = c.question_id AND s.url = c.url WHERE c.run_id = $1 GROUP BY 1 ORDER BY 1", run_id)
+         "ON s.question_id = c.question_id AND s.url = c.url WHERE c.run_id = $1 AND c.cited GROUP BY 1 ORDER BY 1", run_id)
     show(w, "cited pages per provider (a page found by several counts for each)",
          "SELECT p AS provider, count(DISTINCT c.url) AS cited_pages, count(DISTINCT c.question_id) AS questions "
-         "FROM citations c JOIN (SELECT DISTINCT question_id, url, unnest(providers) AS p FROM search_results "
+         "FROM citations c JOIN (SELECT DISTINCT question_id, url, unnest(coalesce(providers, [provider])) AS p FROM search_results "
          "WHERE run_id = $1 AND status = 'ok') s ON s.question_id = c.question_id AND s.url = c.url "
-         "WHERE c.run_id = $1 GROUP BY 1 ORDER BY 1", run_id)
+         "WHERE c.run_id = $1 AND c.cited GROUP BY 1 ORDER BY 1", run_id)
     show(w, "fused ranks: the first question's first query, its first 8 rows",
          "SELECT rank, round(fusion_score, 4) AS score, providers, provider_ranks, url FROM search_results "
          "WHERE run_id = $1 AND status = 'ok' AND query_index = 0 AND question_id = "
          "(SELECT min(question_id) FROM search_results WHERE run_id = $1) ORDER BY rank LIMIT 8", run_id)
     show(w, "rows per provider and status",
-         "SELECT p AS provider, status, count(*) AS n_rows FROM (SELECT unnest(providers) AS p, status "
+         "SELECT p AS provider, status, count(*) AS n_rows FROM (SELECT unnest(coalesce(providers, [provider])) AS p, status "
          "FROM search_results WHERE run_id = $1) GROUP BY ALL ORDER BY 1, 2", run_id)
     show(w, "failure rows",
          "SELECT provider, status, error, count(*) AS n_rows FROM search_results WHERE run_id = $1 "
