@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hifirag_core.backend_registry import FETCH_CHOICES, SEARCH_CHOICES
+from hifirag_core.backend_registry import FETCH_CHOICES, SEARCH_CHOICES, provider_defaults
 from hifirag_core.hashing import stable_hash
 from hifirag_core.steering import (
     SteeringError,
@@ -58,8 +58,20 @@ class BackendsConfig(Section):
     # A provider's address when it is not its row's default (registry.Backend.base_url), by backend name or
     # by its limits name (clueweb22: FineWeb and both ClueWeb22 indexes); tests point these at fakes.
     base_urls: dict[str, str] = {}
-    ddgs_backend: str = "duckduckgo"  # the engines ddgs asks ("duckduckgo", "auto" for several, ...)
+    # DuckDuckGo (ddgs): a proxy (http://, https://, socks5://, or "tb" for Tor Browser's; None: $DDGS_PROXY, where
+    # a proxy with a password belongs) and a PEM bundle to verify DuckDuckGo's certificate with (a proxy that
+    # inspects TLS; the tests' fake is one)
+    ddgs_proxy: str | None = None
+    ddgs_ca_file: str | None = None
     grounding_model: str = "gemini-2.5-flash"  # the model that searches when search=gemini-grounding
+
+    @model_validator(mode="after")
+    def _no_password_in_the_proxy(self) -> BackendsConfig:
+        # the config is stored with every run; a proxy's password is a secret
+        if self.ddgs_proxy and "@" in self.ddgs_proxy.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError("backends.ddgs_proxy holds a user name or password: set it in $DDGS_PROXY instead "
+                             "(the config is stored with every run)")
+        return self
 
 
 class ModelPrice(Section):
@@ -372,7 +384,8 @@ class CredibilityConfig(Section):
     smoothing_neighbours: int = Field(default=3, ge=1)  # |N(d)| in the one-hop smoothing
 
 
-# Requests in flight at once per provider (a "provider:model" key overrides the provider's).
+# Requests in flight at once per provider (a "provider:model" key overrides the provider's); the search and
+# fetch providers' come from their rows of the backends table (``backend_registry``), with their sources.
 # Reddit is 1 because praw is not thread-safe; the adapter serializes its calls anyway.
 # Gemini meters requests and tokens per minute, not connections, so its cap only bounds sockets
 # and threads: 32 is what the flow can have in flight at the default concurrency (4 questions
@@ -380,25 +393,17 @@ class CredibilityConfig(Section):
 # section ranking together queued behind each other (bench/bench_backends.py: 23 of 294 ranking
 # calls waited a whole call), and the rpm limit is what should throttle.
 DEFAULT_PROVIDER_CONCURRENCY: dict[str, int] = {
-    "gemini": 32, "openai": 4, "google": 4, "scrapingdog": 5, "http": 8, "reddit": 1,
-    "searxng": 4, "duckduckgo": 1, "brave": 1, "tavily": 4, "exa": 4, "clueweb22": 4,
+    "gemini": 32, "openai": 4, "reddit": 1, **provider_defaults("concurrency"),
 }
 # Requests per minute per provider or "provider:model". Gemini paid tier 1 allows 150 RPM for
 # 2.5 Pro and 1,000 for 2.5 Flash (https://ai.google.dev/gemini-api/docs/rate-limits, the limits are
 # per project); Reddit's free tier allows 100 queries per minute per OAuth client id, averaged over 10
 # minutes (https://www.reddit.com/r/redditdev/comments/13wsiks/); we stay a little under it.
 DEFAULT_PROVIDER_RPM: dict[str, float] = {
-    "gemini:gemini-2.5-pro": 150, "gemini:gemini-2.5-flash": 1000, "google": 100, "reddit": 90,
-    # Brave's free plan: 1 query a second (https://brave.com/search/api/); DuckDuckGo publishes no limit
-    # and answers 202/"Ratelimit" when asked too often: 20 a minute stays polite.
-    "brave": 60, "duckduckgo": 20,
+    "gemini:gemini-2.5-pro": 150, "gemini:gemini-2.5-flash": 1000, "reddit": 90, **provider_defaults("rpm"),
 }
-# USD per successful call for services billed per request: the Custom Search JSON API costs $5 per
-# 1,000 queries beyond the free 100 a day (https://developers.google.com/custom-search/v1/overview).
-# Brave's Base AI plan is $5 per 1,000 queries (https://brave.com/search/api/); Tavily's pay-as-you-go credit
-# $0.008, one per basic search (https://docs.tavily.com/documentation/api-credits); Exa's search with up to 25
-# results $0.005 (https://exa.ai/pricing). Free services have no entry.
-DEFAULT_CALL_COST_USD: dict[str, float] = {"google": 0.005, "brave": 0.005, "tavily": 0.008, "exa": 0.005}
+# USD per successful call for services billed per request (the search APIs' rows; free services have none).
+DEFAULT_CALL_COST_USD: dict[str, float] = provider_defaults("call_cost_usd")
 
 
 class PromptsConfig(Section):

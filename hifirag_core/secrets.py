@@ -169,7 +169,8 @@ class RedactingFilter(logging.Filter):
 
 # httpx logs every request URL at INFO; the Custom Search and Scrapingdog APIs take their key in
 # the query string, so without this an INFO log level would print keys.
-_REDACTED_LOGGERS = ("httpx", "httpcore", "httpx2", "openai", "google_genai", "prawcore", "praw", "urllib3")
+_REDACTED_LOGGERS = ("httpx", "httpcore", "httpx2", "openai", "google_genai", "prawcore", "praw", "urllib3", "requests",
+                     "tavily", "exa_py", "ddgs", "primp")
 _installed = False
 
 

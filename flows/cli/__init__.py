@@ -31,7 +31,7 @@ COMMANDS = {
         "serve": serve.serve, "mcp": mcp_server.mcp,
         "sql": warehouse.sql, "runs": warehouse.runs, "funnel": warehouse.funnel, "sections": warehouse.sections,
         "variants": setup.variants, "prepare": setup.prepare, "prepare-models": setup.prepare_models,
-        "doctor": setup.doctor,
+        "doctor": setup.doctor, "providers": setup.providers,
         "credibility": experiments.credibility,
     },
     corpus_app: {"build": corpus.build, "search": corpus.search},

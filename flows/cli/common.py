@@ -25,6 +25,7 @@ from hifirag_core.corpus.store import CorpusError
 from hifirag_core.errors import MissingSecretError
 from hifirag_core.language import LanguageError
 from hifirag_core.llm.examples import ExamplesError
+from hifirag_core.profiles import PROFILES
 from hifirag_core.questions import InputError
 from hifirag_core.resources import data_root as resolve_data_root
 from hifirag_core.steering import SteeringError
@@ -48,11 +49,12 @@ DaskAddress = Annotated[str | None, typer.Option(help="An existing Dask schedule
 DaskWorkers = Annotated[int, typer.Option(help="Processes of the local Dask cluster.")]
 Fields = Annotated[str | None, typer.Option(help="Field names of a custom file: id=qid,query=q,reference=gold.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Config override key=value (repeatable); e.g. "
-                                                  f"backends.search={'|'.join(SEARCH_CHOICES)}.")]
+                                                  f"backends.search={'|'.join(SEARCH_CHOICES)}, or several at once: "
+                                                  "search.providers=searxng,duckduckgo,folder (`hifirag providers`).")]
 ProfileOpt = Annotated[str | None, typer.Option(
-    "--profile", help="Backends in one word: offline, gemini, openai:MODEL@URL, llama-cpp:MODEL@URL, "
-    "free-web:MODEL@URL, mmu-ragent, or a profile of your config file \\[default: the config file's, else offline].",
-    show_default=False)]
+    "--profile", help="Backends in one word: "
+    + ", ".join(p.name + (":MODEL@URL" if p.takes_model else "") for p in PROFILES.values())
+    + ", or a profile of your config file \\[default: the config file's, else offline].", show_default=False)]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", envvar="HIFIRAG_CONFIG", help="A TOML file of your settings (sections of the config, a default "
     "profile, profiles of your own). Precedence: defaults, this file, --profile, the variant, --set.",

@@ -109,6 +109,30 @@ def doctor(
         raise typer.Exit(1)
 
 
+def providers() -> None:
+    """List the search and fetch backends: the keys each needs (and whether this environment has them), the
+    settings it must have, the steering it sends in its own request and what a call costs.
+
+    It prints the backends table (hifirag_core/backend_registry.py) that the config's choices, the keys a run
+    checks before it starts and `hifirag doctor` come from. Several search providers at once: --set
+    search.providers=searxng,duckduckgo,folder (docs/user-guide.md, "Search providers").
+
+    [bold]Example[/bold]: hifirag providers
+    """
+    from hifirag_core import backend_registry as registry
+    from hifirag_core.secrets import optional_secret
+
+    table = Table("backend", "role", "what it is", "keys", "settings", "steering in its own request", "cost",
+                  box=box.SIMPLE_HEAD)
+    for row in registry.BACKENDS:
+        keys = "; ".join(f"{' or '.join(k.env)} ({'set' if optional_secret(k.name) else 'not set'})"
+                         for k in row.keys) or "none"
+        name = row.name + (f" (ends {row.ends.isoformat()})" if row.ends else "")
+        table.add_row(name, row.role, escape(row.summary), escape(keys), escape(", ".join(row.settings) or "-"),
+                      escape(row.steering if row.role == "search" else "-"), escape(registry.cost_text(row)))
+    console.print(table)
+
+
 def variants() -> None:
     """List the named configurations and what each changes, then the settings that depart from the paper.
 

@@ -18,15 +18,8 @@ from __future__ import annotations
 from datetime import date
 
 from hifirag_core.backend_registry import search_url
-from hifirag_core.backends.search_common import (
-    JsonSearchClient,
-    KeyedSearchBackend,
-    hit,
-    site_query,
-    window_days,
-    window_span,
-)
-from hifirag_core.secrets import get_secret
+from hifirag_core.backends.search_common import JsonSearchClient, hit, site_query, window_days, window_span
+from hifirag_core.secrets import Secret, get_secret
 from hifirag_core.types import SearchHit, SearchSteer
 
 PAGE_SIZE = 20
@@ -48,11 +41,20 @@ def steered_request(query: str, steer: SearchSteer | None, today: date | None = 
     return site_query(query, steer), params
 
 
-class BraveSearchBackend(KeyedSearchBackend):
+class BraveSearchBackend:
     """Brave's web results, several pages when ``num`` > 20."""
 
     provider = "brave"
     path = "/res/v1/web/search"
+
+    def __init__(self, client: JsonSearchClient, *, api_key: Secret, base_url: str):
+        self._client = client
+        self._key = api_key
+        self._url = base_url.rstrip("/") + self.path
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
 
     def search(self, query: str, *, num: int, steer: SearchSteer | None = None) -> list[SearchHit]:
         """Up to ``num`` web results in Brave's order."""

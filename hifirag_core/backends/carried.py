@@ -3,8 +3,8 @@
 :class:`CarriedTextFetcher` wraps the run's fetcher: a URL whose document came with a search result is
 answered from that document, without a request (``fetcher`` = the provider, ``kind`` = ``text``,
 ``text_source`` = ``search_provider``); any other URL goes to the wrapped fetcher (``text_source`` =
-``fetched``). The documents live in the search backend's memory for the run: a question whose search
-results came from the cache of an earlier process finds none there, and its URLs are fetched.
+``fetched``). The search backend has the documents it found in memory and the ones any process found in the data
+root's ``DocumentStore``, so a question whose search results came from a cache still reads their text.
 """
 
 from __future__ import annotations

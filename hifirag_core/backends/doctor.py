@@ -185,8 +185,7 @@ def _search(provider: str, cfg: PipelineConfig, guards, env, data_root: Path, to
     if provider == "folder":
         return _folder(cfg)
     row = registry.backend("search", provider)
-    per_call = cfg.limits.call_cost_usd.get(row.provider)
-    cost = row.cost if per_call is None or "$" in row.cost else f"${per_call} per query; {row.cost}"
+    cost = registry.cost_text(row, cfg.limits.call_cost_usd.get(row.provider))
     gone = registry.sunset_error(row, today or date.today())
     if gone:
         return Check("search", provider, FAILED, gone, cost)
@@ -247,7 +246,7 @@ def _fetch(cfg: PipelineConfig, guards, env, data_root: Path, http_url: str) -> 
         return Check("fetch", fetcher, OK, "the same key as search (checked there)", "billed in Scrapingdog credits")
     row = registry.backend("fetch", fetcher)
     missing = _missing_keys(tuple(k.name for k in row.keys), env)
-    cost = row.cost
+    cost = registry.cost_text(row, cfg.limits.call_cost_usd.get(row.provider))
     if missing:
         return Check("fetch", fetcher, MISSING, f"set {', '.join(missing)}", cost)
     result = factory.build_fetcher(cfg, guards=guards, env=env, allow_loopback=cfg.fetch.allow_loopback).fetch(http_url)

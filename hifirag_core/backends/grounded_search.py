@@ -6,17 +6,15 @@ itself: this module builds on both, and neither imports it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hifirag_core.backends.gemini import GeminiChatModel
 from hifirag_core.backends.grounding import SearchGroundedModel
 from hifirag_core.errors import PermanentError
-from hifirag_core.hashing import text_hash
+from hifirag_core.llm.prompts import Prompt, load_prompt
 from hifirag_core.secrets import get_secret
 from hifirag_core.types import SearchHit
-
-GROUNDED_SEARCH_PROMPT = ("Search the web for pages that answer the following query, and say in a few sentences "
-                          "what each of the best pages says about it.\n\nQuery: {query}")
 
 
 class GroundingSearchBackend:
@@ -31,14 +29,15 @@ class GroundingSearchBackend:
 
     provider = "gemini-grounding"
 
-    def __init__(self, model: SearchGroundedModel):
+    def __init__(self, model: SearchGroundedModel, prompt: Prompt):
         self._model = model
+        self._prompt = prompt
+        self.identity = f"gemini-grounding|{getattr(model, 'model', '')}|{prompt.hash}"
 
     def search(self, query: str, *, num: int, steer: Any = None) -> list:
         """The grounded reply's sources, at most ``num``."""
-        prompt = GROUNDED_SEARCH_PROMPT.format(query=query)
-        reply = self._model.chat_with_search(prompt, seed=None, stage="search", prompt_name="grounded_search",
-                                             prompt_hash=text_hash(GROUNDED_SEARCH_PROMPT))
+        reply = self._model.chat_with_search(self._prompt.render(query=query), seed=None, stage="search",
+                                             prompt_name="grounded_search", prompt_hash=self._prompt.hash)
         if reply.text is None:
             raise PermanentError(f"gemini-grounding: {reply.call.status}: {reply.call.error or 'no reply'}")
         grounding = reply.grounding
@@ -56,7 +55,10 @@ class GroundingSearchBackend:
 def build_search(cfg, guards, env) -> GroundingSearchBackend:
     """The backend of the ``gemini-grounding`` row (hifirag_core.backend_registry)."""
     model = cfg.backends.grounding_model
+    custom = Path(cfg.prompts.dir) if cfg.prompts.dir else None
+    # a custom prompts folder may leave this one out: the project's own is used then
+    prompt = load_prompt("grounded_search", custom if custom and (custom / "grounded_search.txt").is_file() else None)
     return GroundingSearchBackend(GeminiChatModel(
         model=model, role="search", api_key=get_secret("gemini_api_key", env), guard=guards.guard("gemini", model),
         timeout_s=cfg.limits.search_timeout_s * 2, price=cfg.models.prices.get(model),
-        base_url=cfg.models.gemini_base_url, temperature=cfg.models.temperature))
+        base_url=cfg.models.gemini_base_url, temperature=cfg.models.temperature), prompt)

@@ -17,7 +17,9 @@ the page, so they count as undated).
 
 The documents are the crawl: :meth:`MmuSearchBackend.carried` hands a found URL's text to the fetch stage
 (``hifirag_core.backends.carried``), which records it as a page of kind ``text`` with ``text_source =
-"search_provider"`` instead of fetching the URL. The text has no markup: it is sectioned as plain text
+"search_provider"`` instead of fetching the URL. The runtime also gives the backend the data root's
+``DocumentStore`` (:meth:`MmuSearchBackend.keep_in`): its documents outlive the process, so a later one that takes
+the search answers from a cache still reads their text rather than fetching the URLs. The text has no markup: it is sectioned as plain text
 (``hifirag_core.sectioning.plain``: paragraphs at blank lines, under the document's first line as its
 heading, packed into sections of at most ``sectioning.max_section_chars``).
 """
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from hifirag_core.backend_registry import search_url
 from hifirag_core.backends.search_common import JsonSearchClient, hit
 from hifirag_core.secrets import Secret, get_secret
+from hifirag_core.store.documents import DocumentStore
 from hifirag_core.types import SearchHit, SearchSteer
 
 SNIPPET_CHARS = 300
@@ -82,7 +85,12 @@ class MmuSearchBackend:
         self._extra = extra or {}
         self._docs: dict[str, CarriedDocument] = {}
         self._lock = threading.Lock()
+        self._store: DocumentStore | None = None
         self.skipped = 0  # results that did not decode
+
+    def keep_in(self, store: DocumentStore) -> None:
+        """Keep the documents found in ``store`` too, and look there for those this process did not find."""
+        self._store = store
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -94,6 +102,7 @@ class MmuSearchBackend:
         data = self._client.request("GET", self._url, params={"query": query, "k": max(1, min(num, MAX_K)),
                                                               **self._extra}, headers=headers)
         hits: list[SearchHit] = []
+        kept: list[tuple[str, str, str]] = []
         for item in data.get("results") or []:
             doc = decode_document(item)
             url, text, doc_id = document_fields(doc) if doc is not None else ("", "", "")
@@ -105,35 +114,42 @@ class MmuSearchBackend:
                     self.skipped += 1
                 continue
             hits.append(found)
+            kept.append((url, text, doc_id))
             with self._lock:
                 if len(self._docs) < MAX_CARRIED:
                     self._docs[url] = CarriedDocument(url, text, doc_id, self.provider)
+        if self._store is not None:
+            self._store.put(self.provider, kept)
         return hits[:num]
 
     def carried(self, url: str) -> CarriedDocument | None:
         """The document a search found at ``url``, with its text (None: the URL must be fetched)."""
         with self._lock:
-            return self._docs.get(url)
+            doc = self._docs.get(url)
+        if doc is None and self._store is not None and (stored := self._store.get(self.provider, url)):
+            doc = CarriedDocument(url, stored[0], stored[1], self.provider)
+        return doc
 
 
-def _client(cfg, guards) -> JsonSearchClient:
-    return JsonSearchClient("clueweb22", guard=guards.guard("clueweb22"), timeout_s=cfg.limits.search_timeout_s,
+def _client(cfg, guards, name: str) -> JsonSearchClient:
+    # errors name the backend; the limits are the service's, shared by FineWeb and both ClueWeb22 indexes
+    return JsonSearchClient(name, guard=guards.guard("clueweb22"), timeout_s=cfg.limits.search_timeout_s,
                             paid=False, call_cost_usd=guards.call_cost("clueweb22"))
 
 
 def build_fineweb(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``fineweb`` row (hifirag_core.backend_registry); no key."""
-    return MmuSearchBackend(_client(cfg, guards), provider="fineweb",
+    return MmuSearchBackend(_client(cfg, guards, "fineweb"), provider="fineweb",
                             url=search_url(cfg, "fineweb") + "/fineweb/search")
 
 
 def build_clueweb_b(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-b`` row."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-b", url=search_url(cfg, "clueweb22-b") + "/search",
+    return MmuSearchBackend(_client(cfg, guards, "clueweb22-b"), provider="clueweb22-b", url=search_url(cfg, "clueweb22-b") + "/search",
                             api_key=get_secret("clueweb_api_key", env))
 
 
 def build_clueweb_a(cfg, guards, env) -> MmuSearchBackend:
     """The backend of the ``clueweb22-a`` row (``cw22_a=true``)."""
-    return MmuSearchBackend(_client(cfg, guards), provider="clueweb22-a", url=search_url(cfg, "clueweb22-a") + "/search",
+    return MmuSearchBackend(_client(cfg, guards, "clueweb22-a"), provider="clueweb22-a", url=search_url(cfg, "clueweb22-a") + "/search",
                             api_key=get_secret("clueweb_api_key", env), extra={"cw22_a": "true"})

@@ -1,9 +1,11 @@
-"""What the JSON-over-HTTP search providers share: one guarded request, its errors, its cost, and the
-steering values they translate (a date window as days back, as a named span, as ISO days)."""
+"""What the search providers share: a guarded JSON request (its errors and cost) for those spoken to over plain
+HTTP, the charge of a paid call, paging, and the steering values they translate (a date window as days back,
+as a named span, as ISO days; site rules as ``site:`` terms or domain lists)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -19,7 +21,7 @@ from hifirag_core.types import SearchHit, SearchSteer
 
 class JsonSearchClient:
     """A provider's HTTP client behind the run's guard: rate limit, retries on 429/5xx/timeouts, the budget
-    checked before each paid call and charged after it (``call_cost_usd``, or the cost the reply states)."""
+    checked before each paid call and charged after it (``call_cost_usd``)."""
 
     def __init__(self, provider: str, *, guard: ProviderGuard, timeout_s: float, paid: bool,
                  call_cost_usd: float | None = None, http_client: httpx.Client | None = None):
@@ -46,17 +48,20 @@ class JsonSearchClient:
         except json.JSONDecodeError as exc:
             raise TransientError(redact(f"{self.provider}: unreadable response body: {exc}") or "") from None
 
-    def request(self, method: str, url: str, *, cost_of=None, **kwargs: Any) -> dict:
-        """The reply's JSON object; ``cost_of(reply)`` gives the USD a reply says it cost (else the set cost)."""
+    def request(self, method: str, url: str, **kwargs: Any) -> dict:
+        """The reply's JSON object, the call charged at the set cost."""
         data, _ = self._guard.call(lambda t: self._once(method, url, t, **kwargs), timeout=self._timeout,
                                    paid=self._paid)
         if not isinstance(data, dict):
             raise PermanentError(f"{self.provider}: the reply is not a JSON object")
-        cost = cost_of(data) if cost_of is not None else None
-        cost = cost if cost is not None else self._cost
-        if self._guard.budget is not None and cost:
-            self._guard.budget.charge(usd=cost)
+        charge(self._guard, self._cost)
         return data
+
+
+def charge(guard: ProviderGuard, usd: float | None) -> None:
+    """Charge a paid call's USD to the run's budget (and so to the call's ``search_calls`` row)."""
+    if guard.budget is not None and usd:
+        guard.budget.charge(usd=usd)
 
 
 def hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
@@ -64,6 +69,26 @@ def hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return None
     return SearchHit(title=str(title or ""), url=url, snippet=" ".join(str(snippet or "").split()))
+
+
+def paged_hits(page: Callable[[int], tuple[list[SearchHit], bool]], num: int, max_pages: int) -> list[SearchHit]:
+    """Up to ``num`` hits, each URL once, from ``page(n)`` (page n's hits, and whether a page may follow it), read
+    in order while more are wanted and a page brought new ones."""
+    hits: list[SearchHit] = []
+    seen: set[str] = set()
+    for n in range(1, max_pages + 1):
+        if len(hits) >= num:
+            break
+        found, more = page(n)
+        new = 0
+        for h in found:
+            if h.url not in seen:
+                seen.add(h.url)
+                hits.append(h)
+                new += 1
+        if not new or not more:
+            break
+    return hits[:num]
 
 
 def window_span(window: DateWindow, today: date, spans: tuple[tuple[int, str], ...]) -> str | None:
@@ -102,17 +127,16 @@ def domain_fields(steer: SearchSteer | None, include: str, exclude: str) -> dict
     return fields
 
 
-class KeyedSearchBackend:
-    """A provider reached at one endpoint with a key: what Brave, Tavily and Exa's adapters share."""
+class KeyedClientBackend:
+    """A provider reached through its own client library with a key, behind the run's guard: what the Tavily and
+    Exa adapters share."""
 
     provider = ""
-    path = ""
 
-    def __init__(self, client: JsonSearchClient, *, api_key: Secret, base_url: str):
-        self._client = client
+    def __init__(self, *, api_key: Secret, base_url: str, guard: ProviderGuard, timeout_s: float,
+                 call_cost_usd: float | None = None):
         self._key = api_key
-        self._url = base_url.rstrip("/") + self.path
-
-    def close(self) -> None:
-        """Close the HTTP connection pool."""
-        self._client.close()
+        self._url = base_url.rstrip("/")
+        self._guard = guard
+        self._timeout = timeout_s
+        self._cost = call_cost_usd

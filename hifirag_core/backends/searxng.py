@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from hifirag_core.backends.search_common import JsonSearchClient, hit, site_query, window_span
+from hifirag_core.backends.search_common import JsonSearchClient, hit, paged_hits, site_query, window_span
 from hifirag_core.errors import PermanentError
 from hifirag_core.types import SearchHit, SearchSteer
 
@@ -54,21 +54,14 @@ class SearxngSearchBackend:
     def search(self, query: str, *, num: int, steer: SearchSteer | None = None) -> list[SearchHit]:
         """Up to ``num`` results in the instance's order, each URL once."""
         q, extra = steered_request(query, steer)
-        hits: list[SearchHit] = []
-        seen: set[str] = set()
-        for page in range(1, MAX_PAGES + 1):
-            if len(hits) >= num:
-                break
-            data = self._client.request("GET", self._url, params={"q": q, "format": "json", "pageno": page,
+
+        def page(n: int) -> tuple[list[SearchHit], bool]:
+            data = self._client.request("GET", self._url, params={"q": q, "format": "json", "pageno": n,
                                                                    "categories": "general", **extra})
             results = [r for r in data.get("results") or [] if isinstance(r, dict)]
-            new = [h for r in results if (h := hit(r.get("title"), r.get("url"), r.get("content"))) and h.url not in seen]
-            for h in new:
-                seen.add(h.url)
-            hits.extend(new)
-            if not new:
-                break
-        return hits[:num]
+            return [h for r in results if (h := hit(r.get("title"), r.get("url"), r.get("content")))], True
+
+        return paged_hits(page, num, MAX_PAGES)
 
 
 def build(cfg, guards, env) -> SearxngSearchBackend:

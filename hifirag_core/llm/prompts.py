@@ -54,20 +54,22 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "answer_short": frozenset(),  # A.4, steer.length=short
     "answer_long": frozenset(),  # A.4, steer.length=long
     "source_dates": frozenset(),  # A.4 pass 1, sources with their publication dates
+    "grounded_search": frozenset({"query"}),  # ours: the gemini-grounding search provider's one call per query
 }
 # Prompts beyond the paper: each file starts with a header ("# Not in the paper ...") that says so.
 OURS: frozenset[str] = frozenset({"answerability", "query_language", "answer_language", "answer_short", "answer_long",
-                                  "source_dates", "sufficiency", "followup"})
+                                  "source_dates", "sufficiency", "followup", "grounded_search"})
 # Steering's prompts: a custom prompts folder may leave them out (the project's own are used then).
 STEERING_PROMPTS: tuple[str, ...] = ("query_language", "answer_language", "answer_short", "answer_long",
                                      "source_dates")
 # The two prompts of looking again, loaded only by a variant that looks again (``research.enabled``).
 RESEARCH_PROMPTS: tuple[str, ...] = ("sufficiency", "followup")
 HEADER_MARK = "# Not in the paper"
-# What the answer pipeline loads; A.6 belongs to the test-set builder, so a custom prompts folder for the
-# pipeline needs neither it nor the prompts of looking again.
+# What the answer pipeline loads; A.6 belongs to the test-set builder and grounded_search to a search provider
+# (loaded when it is built), so a custom prompts folder for the pipeline needs none of them, nor the prompts of
+# looking again.
 PIPELINE_PROMPTS: tuple[str, ...] = tuple(n for n in PROMPT_VARIABLES
-                                          if n != "testset_fresh" and n not in RESEARCH_PROMPTS)
+                                          if n not in ("testset_fresh", "grounded_search") and n not in RESEARCH_PROMPTS)
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 

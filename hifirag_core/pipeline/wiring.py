@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from hifirag_core import backend_registry
 from hifirag_core.backends import factory
 from hifirag_core.backends.carried import with_carried_text
 from hifirag_core.backends.offline import (
@@ -43,6 +44,7 @@ from hifirag_core.pipeline.reuse import RunReuse, StoredRun
 from hifirag_core.pipeline.runtime import Runtime, SearchProviders
 from hifirag_core.retrieval.embeddings import Embedder
 from hifirag_core.store.blobs import blob_store
+from hifirag_core.store.documents import DocumentStore
 from hifirag_core.store.page_cache import PageCache
 from hifirag_core.store.search_cache import SearchCache
 from hifirag_core.store.warehouse import Warehouse
@@ -124,13 +126,18 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
         else factory.build_writer_model(cfg, guards=guards)
     )
     folder = shared_folder(data_root, cfg) if "folder" in providers else None
+    documents = (DocumentStore(data_root / "cache" / "documents.sqlite")
+                 if any(backend_registry.backend("search", p).carries_text for p in providers) else None)
 
     def provider(name: str) -> SearchBackend:
         if name == "local" and index is not None:
             return LocalSearch(index)
         if name == "folder" and folder is not None:
             return FolderSearch(folder)
-        return factory.build_search_backend(cfg, guards=guards, provider=name)
+        backend = factory.build_search_backend(cfg, guards=guards, provider=name)
+        if documents is not None and backend_registry.backend("search", name).carries_text:
+            backend.keep_in(documents)  # type: ignore[attr-defined]  # its documents, for any later process too
+        return backend
 
     search: SearchBackend = (provider(providers[0]) if len(providers) == 1
                              else SearchProviders(tuple(provider(p) for p in providers)))

@@ -49,7 +49,7 @@ def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
         if isinstance(hits, BackendError):
             errors.append(hits)
             records.append(SearchResultRecord(query=query, query_index=qi, provider=rt.search.provider,
-                                              status="failed", error=f"{type(hits).__name__}: {hits}"))
+                                              status=error_status(hits), error=f"{type(hits).__name__}: {hits}"))
             continue
         records.extend(
             SearchResultRecord(query=query, query_index=qi, rank=rank, title=h.title, url=h.url, snippet=h.snippet,

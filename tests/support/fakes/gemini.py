@@ -13,7 +13,9 @@ and thought token counts. With the ``googleSearch`` tool, the test-set prompt (A
 from ``fresh_web`` with ``candidates[0].groundingMetadata`` as the real API sends it:
 ``webSearchQueries``, ``searchEntryPoint``, ``groundingChunks[].web.{uri, title}`` (the uri a
 ``/grounding-api-redirect/<token>`` link on this fake that redirects to the page, the title the
-page's domain) and ``groundingSupports[]`` whose segments count UTF-8 bytes of the part.
+page's domain) and ``groundingSupports[]`` whose segments count UTF-8 bytes of the part. The
+``gemini-grounding`` search provider's prompt is answered the same way from ``search_web(query, n)`` (the
+default test web): a sentence per page found, each the support of its page's chunk.
 ``responseSchema`` is checked as the Developer API checks it: only the fields of its ``Schema``
 message (an OpenAPI subset without ``additionalProperties``) and its types, else 400
 ``INVALID_ARGUMENT``; a JSON reply is shaped to an object schema (``{"urls": [...]}``). Errors use
@@ -99,7 +101,8 @@ class GeminiFake(FakeServer):
                  latency: float | Callable[[Request], float] | Mapping[str, float] = 0.0,
                  rpm: int | Mapping[str, int] | None = None, fence_json_without_schema: bool = True,
                  fresh_web: Sequence[FreshFact] = (), knowledge: Mapping[str, str] | None = None,
-                 context_tokens: int | None = None, stream_gap_s: float = 0.0, stream_words: int = 4):
+                 context_tokens: int | None = None, stream_gap_s: float = 0.0, stream_words: int = 4,
+                 search_web: Callable[[str, int], Sequence] | None = None):
         super().__init__(latency=0.0, rpm=None if isinstance(rpm, Mapping) else rpm)
         # streamed replies: words per chunk and seconds between chunks (after the request's latency)
         self.stream_gap_s = stream_gap_s
@@ -119,6 +122,7 @@ class GeminiFake(FakeServer):
         # searching (Baseline Q answers these questions with these texts).
         self.fresh_web = list(fresh_web)
         self.knowledge = dict(knowledge or {})
+        self.search_web = search_web  # what the search tool finds for the grounded-search prompt
         self._redirects: dict[str, str] = {}
         # a window: a longer prompt gets the API's 400 INVALID_ARGUMENT (``input_too_long``)
         self.context_tokens = context_tokens
@@ -183,6 +187,8 @@ class GeminiFake(FakeServer):
         grounding = None
         if answer.kind == "testset_fresh":
             text, grounding = self._fresh_pairs(turns[-1][1], int(config.get("seed") or 0), _searches(body))
+        elif answer.kind == "grounded_search" and _searches(body):
+            text, grounding = self._grounded_pages(turns[-1][1].rsplit("Query:", 1)[-1].strip())
         elif answer.kind == "baseline_q":
             text = self.knowledge.get(turns[-1][1].split("200 words.", 1)[-1].strip(), text)
         if answer.is_json and not wants_json and self.fence_json_without_schema:
@@ -273,6 +279,26 @@ class GeminiFake(FakeServer):
         return text, {"webSearchQueries": list(dict.fromkeys(queries)),
                       "searchEntryPoint": {"renderedContent": "<div class=\"container\">Google Search</div>"},
                       "groundingChunks": chunks, "groundingSupports": supports}
+
+    def _grounded_pages(self, query: str) -> tuple[str, dict]:
+        """The grounded-search prompt answered from ``search_web``: one sentence per page, each supporting its
+        page's chunk (segments in UTF-8 bytes, as the API counts them)."""
+        from tests.support.fakes.web import default_web, search_lookup
+
+        hits = search_lookup(self.search_web or default_web().search)(query, 5)
+        sentences = [f"{h.title} says: {' '.join(h.snippet.split())}".rstrip(".") + "." for h in hits]
+        text = " ".join(sentences) or "I found no pages about it."
+        chunks, supports, at = [], [], 0
+        for i, (h, sentence) in enumerate(zip(hits, sentences, strict=True)):
+            chunks.append({"web": {"uri": self.redirect_uri(h.link), "title": urlsplit(h.link).hostname or ""}})
+            size = len(sentence.encode("utf-8"))
+            segment: dict = {"endIndex": at + size, "text": sentence}
+            if at:  # proto3 JSON leaves zeros out
+                segment["startIndex"] = at
+            supports.append({"segment": segment, "groundingChunkIndices": [i], "confidenceScores": [0.9]})
+            at += size + 1
+        return text, {"webSearchQueries": [query], "groundingChunks": chunks, "groundingSupports": supports,
+                      "searchEntryPoint": {"renderedContent": "<div class=\"container\">Google Search</div>"}}
 
     # --- canned misbehaviour ----------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ MARKERS: dict[str, str] = {
     # Never sent alone: the draft prompt carries it at its end when the answer may abstain.
     "answerability": "add one last line that says whether the web content above answers the question",
     "testset_fresh": "question-answer pairs, in the following style/length",
+    "grounded_search": "Search the web for pages that answer the following query",
     # Never sent alone: steering's additions ride at the end of the prompts above (after their markers).
     "query_language": "Write the search queries in",
     "answer_language": "Write the answer in",

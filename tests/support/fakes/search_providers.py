@@ -1,6 +1,5 @@
-"""Fakes of the search providers of the backends table that speak HTTP: SearXNG, Brave, Tavily, Exa and
-MMU-RAGent's FineWeb / ClueWeb22 search; and a stand-in for the ddgs client (ddgs reaches DuckDuckGo
-through its own HTTP client, which cannot be pointed at 127.0.0.1, so its boundary is the client object).
+"""Fakes of the search providers of the backends table: SearXNG, DuckDuckGo's HTML search (reached by ddgs through
+the fake as its proxy), Brave, Tavily, Exa and MMU-RAGent's FineWeb / ClueWeb22 search.
 
 Each serves a pluggable ``search(query, n)`` (the default test web) in the provider's wire format, from
 its public documentation (cited in each adapter's module docstring), and CHECKS the steering parameters
@@ -16,10 +15,17 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from tests.support.fakes.search_servers import site_filtered, split_site_terms
+from tests.support.fakes.gemini import GeminiFake
+from tests.support.fakes.search_servers import (
+    GoogleSearchFake,
+    ScrapingdogFake,
+    site_filtered,
+    split_site_terms,
+)
 from tests.support.fakes.server import FakeServer, Request, Response
 from tests.support.fakes.web import SearchFn, default_web, search_lookup
 
@@ -273,38 +279,143 @@ class MmuSearchFake(_SearchFake):
         return Response(200, {"results": results})
 
 
-class FakeDDGS:
-    """Stands in for ``ddgs.DDGS``: records each ``text()`` call's arguments; ``faults`` is a list of exceptions
-    raised by the next calls, in order (ddgs's own exception classes)."""
+DUCKDUCKGO_HOST = "html.duckduckgo.com"
 
-    def __init__(self, *, search: SearchFn | None = None, faults: list[BaseException] | None = None):
-        self.search = search_lookup(search or default_web().search)
-        self.calls: list[dict[str, Any]] = []
-        self.faults = list(faults or [])
-        self.timeouts: list[float] = []
-        self._lock = threading.Lock()
 
-    def factory(self, timeout: float) -> FakeDDGS:
-        """What the adapter calls for a client (``DDGS(timeout=...)``)."""
-        with self._lock:
-            self.timeouts.append(timeout)
-        return self
+class DuckDuckGoFake(_SearchFake):
+    """DuckDuckGo's HTML search, reached by ddgs's own client through this fake as its proxy (ddgs has
+    ``https://html.duckduckgo.com/html/`` built in): ``POST /html/`` with the form fields ``q``, ``b``, ``l``
+    (region, ``xx-xx``; ``wt-wt`` for none), ``df`` (``d``/``w``/``m``/``y``) and ``s`` (the offset of a later
+    page: the first page holds 10 results, each later one 15), answered with the results page ddgs parses (a
+    ``div.result__body`` per result: the ``h2`` title link, the URL, the ``a.result__snippet``); 400 for a
+    malformed form. ``proxy_url`` and ``ca_file`` are what ddgs is given (``backends.ddgs_proxy``,
+    ``backends.ddgs_ca_file``). A busy client is turned away with :meth:`challenge` (202 and the "anomaly"
+    page DuckDuckGo sends)."""
 
-    def text(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            self.calls.append({"query": query, **kwargs})
-            fault = self.faults.pop(0) if self.faults else None
-        if fault is not None:
-            raise fault
-        if kwargs.get("region") not in (None, "wt-wt") and not re.match(r"^[a-z]{2}-[a-z]{2}$", kwargs["region"]):
-            raise ValueError(f"bad region {kwargs['region']}")
-        if kwargs.get("timelimit") not in (None, "d", "w", "m", "y"):
-            raise ValueError(f"bad timelimit {kwargs['timelimit']}")
-        bare, wanted, unwanted = split_site_terms(query)
-        n = int(kwargs.get("max_results") or 10)
-        hits = site_filtered(self.search(bare, 100), wanted, unwanted)[:n] if wanted or unwanted else self.search(query, n)
-        if not hits:
-            from ddgs.exceptions import DDGSException
+    name = "duckduckgo"
+    tunnel_hosts = frozenset({DUCKDUCKGO_HOST})
+    FIRST_PAGE, LATER_PAGE = 10, 15
 
-            raise DDGSException("No results found.")
-        return [{"title": h.title, "href": h.link, "body": h.snippet} for h in hits]
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        from tests.support.fakes.tls import make_certificates
+
+        self.tls = make_certificates((DUCKDUCKGO_HOST, "duckduckgo.com"))
+
+    @property
+    def proxy_url(self) -> str:
+        return self.base_url
+
+    def stop(self) -> None:
+        super().stop()
+        import shutil
+
+        shutil.rmtree(self.tls.ca_file.parent, ignore_errors=True)
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.tls.ca_file)
+
+    @staticmethod
+    def challenge() -> Response:
+        """What DuckDuckGo answers a client it takes for a bot: 202 and a page with no results."""
+        return Response(202, '<html><body><form id="challenge-form" action="//duckduckgo.com/anomaly.js">'
+                             '<div class="anomaly-modal__title">Unfortunately, bots use DuckDuckGo too.</div>'
+                             "</form></body></html>", content_type="text/html; charset=UTF-8")
+
+    def route(self, request: Request) -> Response:
+        if request.headers.get("host", "").split(":")[0] != DUCKDUCKGO_HOST:
+            return Response(421, "Misdirected Request")
+        if request.method != "POST" or request.path != "/html/":
+            return Response(404, "Not Found")
+        form = request.form()
+        q, region, df, offset = form.get("q", ""), form.get("l", ""), form.get("df", ""), form.get("s", "0")
+        if not q or not re.match(r"^[a-z]{2}-[a-z]{2}$", region) or df not in ("", "d", "w", "m", "y") \
+                or not offset.isdigit():
+            return Response(400, "Bad Request")
+        self._seen(q, {**({"l": region} if region != "wt-wt" else {}), **({"df": df} if df else {})})
+        start = int(offset)
+        size = self.FIRST_PAGE if start == 0 else self.LATER_PAGE
+        hits = self._hits(q, start + size)[start:start + size]
+        return Response(200, results_page(q, hits), content_type="text/html; charset=UTF-8")
+
+
+def results_page(query: str, hits: list) -> str:
+    """DuckDuckGo's HTML results page for ``hits`` (``tests.support.fakes.web`` hits: ``title``, ``link``, ``snippet``)."""
+    from html import escape
+
+    if not hits:
+        return (f"<html><head><title>{escape(query)} at DuckDuckGo</title></head><body><div class=\"serp__results\">"
+                "<div class=\"no-results\">No results.</div></div></body></html>")
+    items = "".join(
+        '<div class="result results_links results_links_deep web-result ">'
+        '<div class="links_main links_deep result__body">'
+        f'<h2 class="result__title"><a rel="nofollow" class="result__a" href="{escape(h.link)}">{escape(h.title)}</a></h2>'
+        '<div class="result__extras"><div class="result__extras__url">'
+        f'<a class="result__url" href="{escape(h.link)}">{escape(h.link.split("://", 1)[-1])}</a></div></div>'
+        f'<a class="result__snippet" href="{escape(h.link)}">{escape(h.snippet)}</a>'
+        '<div class="clear"></div></div></div>' for h in hits)
+    return (f"<html><head><title>{escape(query)} at DuckDuckGo</title></head><body>"
+            f'<div class="serp__results"><div id="links" class="results">{items}</div></div></body></html>')
+
+
+# --- one fake per search row of the backends table --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderFake:
+    """How the table's contract test (``tests/unit/backends/test_provider_table.py``) and ``tools/show_providers.py`` reach a
+    search row's fake: ``make(search)`` a fake (not started) serving ``search(query, n)``; ``settings(fake)`` the
+    ``--set`` pairs and ``env(fake)`` the keys that point the row's adapter at it."""
+
+    make: Callable[[SearchFn], FakeServer]
+    settings: Callable[[Any], list[str]]
+    env: Callable[[Any], dict[str, str]] = lambda fake: {}
+
+
+def _document_text(url: str) -> str:
+    return f"The page at {url}\n\nIts text, as the search service stores it."
+
+
+def _mmu(search: SearchFn) -> MmuSearchFake:
+    return MmuSearchFake(search=search, text=_document_text)
+
+
+def _mmu_at(name: str) -> Callable[[MmuSearchFake], list[str]]:
+    return lambda fake: [f"backends.base_urls.{name}={fake.base_url}"]  # by row: each its own fake
+
+
+# A search row of ``hifirag_core.backend_registry`` with a builder needs an entry here (the contract test fails
+# without one); a new provider's fake and its entry are all the tests need of it.
+PROVIDER_FAKES: dict[str, ProviderFake] = {
+    "searxng": ProviderFake(lambda s: SearxngFake(search=s), lambda f: [f"backends.searxng_url={f.base_url}"]),
+    "duckduckgo": ProviderFake(lambda s: DuckDuckGoFake(search=s), lambda f: [f"backends.ddgs_proxy={f.proxy_url}",
+                                                                             f"backends.ddgs_ca_file={f.ca_file}"]),
+    "brave": ProviderFake(lambda s: BraveFake(search=s), lambda f: [f"backends.base_urls.brave={f.base_url}"],
+                          lambda f: {"BRAVE_API_KEY": f.api_key}),
+    "tavily": ProviderFake(lambda s: TavilyFake(search=s), lambda f: [f"backends.base_urls.tavily={f.base_url}"],
+                           lambda f: {"TAVILY_API_KEY": f.api_key}),
+    "exa": ProviderFake(lambda s: ExaFake(search=s), lambda f: [f"backends.base_urls.exa={f.base_url}"],
+                        lambda f: {"EXA_API_KEY": f.api_key}),
+    "fineweb": ProviderFake(_mmu, _mmu_at("fineweb")),
+    "clueweb22-b": ProviderFake(_mmu, _mmu_at("clueweb22-b"), lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "clueweb22-a": ProviderFake(_mmu, _mmu_at("clueweb22-a"), lambda f: {"CLUEWEB_API_KEY": f.api_key}),
+    "gemini-grounding": ProviderFake(lambda s: GeminiFake(search_web=s), lambda f: [f"models.gemini_base_url={f.base_url}"],
+                                     lambda f: {"GEMINI_API_KEY": f.api_key}),
+    "google": ProviderFake(lambda s: GoogleSearchFake(search=s),
+                           lambda f: [f"backends.google_search_base_url={f.base_url}"],
+                           lambda f: {"GOOGLE_CSE_KEY": f.api_key, "GOOGLE_CSE_ID": f.engine_id}),
+    "scrapingdog": ProviderFake(lambda s: ScrapingdogFake(search=s),
+                                lambda f: [f"backends.scrapingdog_base_url={f.base_url}"],
+                                lambda f: {"SCRAPINGDOG_API_KEY": f.api_key}),
+}
+
+
+def steering_seen(fake: Any) -> dict[str, Any]:
+    """The steering the fake's last request carried as the provider's own parameters, with ``site:`` terms of its
+    query (empty: none)."""
+    steered = dict(fake.steered[-1]) if getattr(fake, "steered", None) else {}
+    query = steered.pop("query", None) or (fake.queries[-1] if getattr(fake, "queries", None) else "")
+    if "site:" in query:
+        steered["site terms"] = " ".join(t for t in query.split() if "site:" in t)
+    return steered

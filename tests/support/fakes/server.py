@@ -6,11 +6,18 @@ faults queued with :meth:`FakeServer.inject`: an HTTP status with a body and ``R
 delay longer than the client's timeout, a reply whose body is cut short, a dropped connection,
 or any replacement response. A streamed reply (server-sent events, ``Response.events``) goes out one
 event per chunk, ``Response.event_gap_s`` apart; cut short, its connection closes mid-event.
+
+A fake of an ``https://`` service whose client cannot be pointed elsewhere but takes a proxy (ddgs) lists the
+service's hosts in ``tunnel_hosts`` and sets ``tls`` (``tests/support/fakes/tls.py``): it then answers ``CONNECT
+host:443`` for them, ends the tunnel's TLS with a certificate its CA signed, and serves the requests that
+come through as any other (other hosts are refused with 403).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -92,6 +99,20 @@ class Fault:
     match: Callable[[Request], bool] | None = None
 
 
+class _SocketWriter(io.BufferedIOBase):
+    """Writes straight to a socket with ``sendall`` (the handler's ``wfile`` once a tunnel's TLS is up)."""
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._sock.sendall(data)
+        return len(data)
+
+
 class _QuietServer(ThreadingHTTPServer):
     """Clients that give up mid-reply (the timeout tests) are expected here, not worth a traceback."""
 
@@ -103,6 +124,7 @@ class FakeServer:
     """Base class: a real HTTP server on a random loopback port."""
 
     name = "fake"
+    tunnel_hosts: frozenset[str] = frozenset()  # hosts served through CONNECT (with ``tls`` set)
 
     def __init__(self, *, latency: float | Callable[[Request], float] = 0.0, rpm: int | None = None):
         self.latency = latency
@@ -115,6 +137,8 @@ class FakeServer:
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.tls: Any = None  # tests.support.fakes.tls.FakeCertificates of ``tunnel_hosts``
+        self.tunnels: list[str] = []  # the CONNECT targets asked for, in order
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -242,6 +266,27 @@ def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass
+
+        def do_CONNECT(self) -> None:  # noqa: N802
+            """A tunnel to a host the fake serves: TLS ended here, then requests as usual."""
+            host = self.path.rsplit(":", 1)[0].lower()
+            with fake._lock:
+                fake.tunnels.append(self.path)
+            if fake.tls is None or host not in fake.tunnel_hosts:
+                self.send_response(403, "Forbidden")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                self.close_connection = True
+                return
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            try:
+                self.connection = fake.tls.server_context().wrap_socket(self.connection, server_side=True)
+            except OSError:
+                self.close_connection = True
+                return
+            self.rfile = self.connection.makefile("rb", self.rbufsize)
+            self.wfile = _SocketWriter(self.connection)
 
         def _handle(self) -> None:
             parts = urlsplit(self.path)

@@ -29,13 +29,14 @@ from hifirag_core.types import FetchResult, SearchSteer
 from tests import PROJECT_ROOT
 from tests.support.fakes.search_providers import (
     BraveFake,
+    DuckDuckGoFake,
     ExaFake,
-    FakeDDGS,
     MmuSearchFake,
     SearxngFake,
     TavilyFake,
 )
 from tests.support.fakes.server import Fault, Response
+from tests.support.fakes.web import WebHit
 
 TODAY = date.today()
 RECENT = SearchSteer(window=DateWindow(after=TODAY - timedelta(days=5)), language="fr")
@@ -173,57 +174,121 @@ def test_exa_takes_domains_and_published_dates_and_charges_what_the_reply_says(s
         assert guards.budget.spent_usd == pytest.approx(2 * 0.007)
 
 
+def test_tavily_and_exa_clients_errors_become_the_runs_retried_or_final_errors(sleeps) -> None:
+    """Through tavily-python and exa-py: a 429 and a 5xx are retried with backoff, a spent plan or a bad request
+    fails at once, and nothing failed is charged."""
+    with TavilyFake() as fake:
+        cfg = cfg_for("tavily", base_urls={"tavily": fake.base_url})
+        guards = guards_with_budget(cfg, sleeps)
+        backend = build_search_backend(cfg, guards=guards, env={"TAVILY_API_KEY": fake.api_key})
+        fake.inject(Fault("status", Response(429, {"detail": {"error": "Rate limit exceeded"}})))
+        assert backend.search("python venv", num=3) and fake.count() == 2 and len(sleeps.calls) == 1
+        fake.inject(Fault("status", Response(432, {"detail": {"error": "Plan usage limit exceeded"}})))
+        with pytest.raises(PermanentError, match="432.*credits are spent"):
+            backend.search("python venv", num=3)
+        fake.inject(Fault("status", Response(502, "Bad Gateway"), times=3))
+        with pytest.raises(TransientError, match="HTTP 502"):
+            backend.search("python venv", num=3)
+        assert fake.count() == 6 and guards.budget.spent_usd == pytest.approx(0.008)
+    with ExaFake() as fake:
+        cfg = cfg_for("exa", base_urls={"exa": fake.base_url})
+        guards = guards_with_budget(cfg, sleeps)
+        backend = build_search_backend(cfg, guards=guards, env={"EXA_API_KEY": fake.api_key})
+        fake.inject(Fault("status", Response(429, {"error": "Too many requests", "tag": "RATE_LIMITED"})))
+        fake.inject(Fault("status", Response(500, {"error": "Internal error"})))
+        assert backend.search("python venv", num=3) and fake.count() == 3
+        fake.inject(Fault("status", Response(400, {"error": "Invalid request", "tag": "INVALID_REQUEST_BODY"})))
+        with pytest.raises(PermanentError, match="HTTP 400"):
+            backend.search("python venv", num=3)
+        assert fake.count() == 4 and guards.budget.spent_usd == pytest.approx(0.005)
+        with pytest.raises(PermanentError, match="401"):
+            build_search_backend(cfg, guards=guards, env={"EXA_API_KEY": "wrong-key-0123"}).search("q", num=3)
+
+
 # --- DuckDuckGo (ddgs) ---------------------------------------------------------------------------------------
 
 
-def ddgs_backend(fake: FakeDDGS, guards: RunGuards):
-    from hifirag_core.backends.duckduckgo import DuckDuckGoSearchBackend
+def ddgs_cfg(fake: DuckDuckGoFake) -> PipelineConfig:
+    """The real ddgs client sent to the fake through its proxy setting, verifying the fake's certificate."""
+    return cfg_for("duckduckgo", ddgs_proxy=fake.proxy_url, ddgs_ca_file=fake.ca_file)
 
-    return DuckDuckGoSearchBackend(guard=guards.guard("duckduckgo"), timeout_s=10, client_factory=fake.factory)
+
+def test_ddgs_posts_region_timelimit_and_site_terms_to_duckduckgos_html_search(make_guards) -> None:
+    with DuckDuckGoFake() as fake:
+        backend = build_search_backend(ddgs_cfg(fake), guards=make_guards(), env={})
+        hits = backend.search("python virtual environment", num=3)
+        assert [h.url for h in hits][:1] == ["https://docs.python.org/3/library/venv.html"] and len(hits) == 3
+        assert hits[0].title and hits[0].snippet
+        assert fake.tunnels == ["html.duckduckgo.com:443"]  # ddgs's own address, through the proxy
+        assert fake.requests[-1].form() == {"q": "python virtual environment", "l": "wt-wt"}  # b="" is dropped
+        backend.search("python venv", num=3, steer=RECENT)
+        assert fake.steered[-1] == {"l": "fr-fr", "df": "w"}
+        backend.search("python venv", num=3, steer=PAST)  # a window ending in the past has no time limit
+        assert fake.steered[-1] == {}
+        found = backend.search("python venv", num=5, steer=SITES)
+        assert fake.queries[-1] == "python venv site:docs.python.org -site:reddit.com"
+        assert found and all("docs.python.org" in h.url for h in found)
+        assert backend.search("zzzz nothing matches qqqq", num=3) == []  # a page without results
+    many_pages = [WebHit(f"Page {i}", f"https://many.example/{i}", f"page {i}") for i in range(40)]
+    with DuckDuckGoFake(search=lambda q, n: many_pages[:n]) as fake:
+        hits = build_search_backend(ddgs_cfg(fake), guards=make_guards(), env={}).search("many", num=18)
+        assert [r.form().get("s") for r in fake.requests] == [None, "10"]  # the second page from offset 10
+        assert [h.url for h in hits] == [h.link for h in many_pages[:18]]
+    with pytest.raises(PermanentError, match="ddgs_ca_file"):
+        build_search_backend(cfg_for("duckduckgo", ddgs_ca_file="/nonexistent.pem"), env={})
+    with pytest.raises(ConfigError, match="DDGS_PROXY"):
+        cfg_for("duckduckgo", ddgs_proxy="http://me:secret@proxy.example:3128")
 
 
-def test_ddgs_is_called_with_region_and_timelimit_and_site_terms(make_guards) -> None:
-    fake = FakeDDGS()
-    backend = ddgs_backend(fake, make_guards())
-    assert backend.search("python virtual environment", num=3)[0].url == "https://docs.python.org/3/library/venv.html"
-    assert fake.calls[-1] == {"query": "python virtual environment", "max_results": 3, "backend": "duckduckgo",
-                              "region": "wt-wt", "safesearch": "moderate"}
-    backend.search("python venv", num=3, steer=RECENT)
-    assert (fake.calls[-1]["region"], fake.calls[-1]["timelimit"]) == ("fr-fr", "w")
-    backend.search("python venv", num=3, steer=SITES)
-    assert fake.calls[-1]["query"] == "python venv site:docs.python.org -site:reddit.com"
-    assert backend.search("zzzz nothing matches qqqq", num=3) == []  # ddgs's "No results found."
-    assert build_search_backend(cfg_for("duckduckgo"), env={}).provider == "duckduckgo"  # built from its row
+def test_ddgs_refuses_a_certificate_it_cannot_verify(make_guards) -> None:
+    with DuckDuckGoFake() as fake:
+        cfg = cfg_for("duckduckgo", ddgs_proxy=fake.proxy_url)  # the system's CAs: the fake's CA is not one
+        with pytest.raises(TransientError, match="duckduckgo"):
+            build_search_backend(cfg, guards=make_guards(cfg), env={}).search("python venv", num=3)
+        assert fake.requests == []
 
 
 def test_ddgs_rate_limits_back_off_then_the_error_says_rate_limited(make_guards, sleeps) -> None:
-    from ddgs.exceptions import DDGSException, RatelimitException
-
-    fake = FakeDDGS(faults=[RatelimitException("202 Ratelimit"), DDGSException("https://duckduckgo.com 429")])
-    backend = ddgs_backend(fake, make_guards(cfg_for("duckduckgo")))
-    assert backend.search("python venv", num=3)  # the third attempt answers
-    assert len(fake.calls) == 3 and len(sleeps.calls) == 2
-    fake.faults = [RatelimitException("202 Ratelimit")] * 3
-    with pytest.raises(TransientError, match="rate-limited.*after 3 attempts"):
-        backend.search("python venv", num=3)
+    """DuckDuckGo's challenge page (202) and a 429 are retried with backoff; ddgs's own ``DDGS().text()`` would
+    have called them "No results found."."""
+    with DuckDuckGoFake() as fake:
+        cfg = ddgs_cfg(fake)
+        backend = build_search_backend(cfg, guards=make_guards(cfg), env={})
+        fake.inject(Fault("status", DuckDuckGoFake.challenge()))
+        fake.inject(Fault("status", Response(429, "Too Many Requests")))
+        assert backend.search("python venv", num=3)  # the third attempt answers
+        assert fake.count() == 3 and len(sleeps.calls) == 2
+        fake.inject(Fault("status", DuckDuckGoFake.challenge(), times=3))
+        with pytest.raises(TransientError, match="rate-limited.*after 3 attempts") as err:
+            backend.search("python venv", num=3)
+        assert err.value.rate_limited
+        fake.inject(Fault("status", Response(500, "Internal Server Error"), times=3))
+        with pytest.raises(TransientError, match="HTTP 500") as err:
+            backend.search("python venv", num=3)
+        assert not err.value.rate_limited and fake.count() == 9
+        fake.inject(Fault("status", Response(400, "Bad Request")))
+        with pytest.raises(PermanentError, match="HTTP 400"):
+            backend.search("python venv", num=3)
+        assert fake.count() == 10  # not retried
 
 
 def test_each_search_call_leaves_a_row_with_its_back_offs_and_its_cost(make_guards, sleeps) -> None:
     """The search stage's row of one call (``search_calls``): a back-off that ended in an answer still shows,
     and a paid provider's charge is the row's cost."""
-    from ddgs.exceptions import RatelimitException
-
     from hifirag_core.pipeline.providers import ask
 
-    fake = FakeDDGS(faults=[RatelimitException("202 Ratelimit")] * 2)
-    hits, row = ask(ddgs_backend(fake, make_guards(cfg_for("duckduckgo"))), "python venv", 1, 3, SearchSteer())
-    assert hits and (row.status, row.hits, row.query_index, row.provider) == ("ok", len(hits), 1, "duckduckgo")
-    assert (row.attempts, row.rate_limited) == (3, 2)
-    assert row.backoff_s == pytest.approx(sum(sleeps.calls), abs=1e-3) and row.backoff_s > 0 and row.cost_usd is None
-    fake.faults = [RatelimitException("202 Ratelimit")] * 3
-    error, row = ask(ddgs_backend(fake, make_guards(cfg_for("duckduckgo"))), "python venv", 0, 3, SearchSteer())
-    assert isinstance(error, TransientError) and (row.status, row.hits, row.attempts) == ("rate_limited", None, 3)
-    assert "after 3 attempts" in row.error
+    with DuckDuckGoFake() as fake:
+        cfg = ddgs_cfg(fake)
+        fake.inject(Fault("status", DuckDuckGoFake.challenge(), times=2))
+        hits, row = ask(build_search_backend(cfg, guards=make_guards(cfg), env={}), "python venv", 1, 3, SearchSteer())
+        assert hits and (row.status, row.hits, row.query_index, row.provider) == ("ok", len(hits), 1, "duckduckgo")
+        assert (row.attempts, row.rate_limited) == (3, 2)
+        assert row.backoff_s == pytest.approx(sum(sleeps.calls), abs=1e-3) and row.backoff_s > 0
+        assert row.cost_usd is None
+        fake.inject(Fault("status", DuckDuckGoFake.challenge(), times=3))
+        error, row = ask(build_search_backend(cfg, guards=make_guards(cfg), env={}), "python venv", 0, 3, SearchSteer())
+        assert isinstance(error, TransientError) and (row.status, row.hits, row.attempts) == ("rate_limited", None, 3)
+        assert "after 3 attempts" in row.error
     with BraveFake() as brave:
         cfg = cfg_for("brave", base_urls={"brave": brave.base_url})
         backend = build_search_backend(cfg, guards=guards_with_budget(cfg, sleeps), env={"BRAVE_API_KEY": brave.api_key})
