@@ -925,11 +925,15 @@ def answerability(question: Question, sources: list[SourceDoc], draft: StageOutp
     conversation = draft.value if isinstance(draft.value, Conversation) else None
     asked = writer_asked(rt)
 
+    own = rt.calibration  # the corpus's own (issue 41), else the shipped one with the config's threshold
+    calibration, threshold, partial_below = ((own.calibration, own.threshold, own.partial_below) if own else
+                                             (CALIBRATION, cfg.threshold, cfg.partial_below))
+
     def decide(query: str) -> Answerability:
         return decide_answerability(
             query, sources, _similarity(rt),
             writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
-            calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+            calibration=calibration, threshold=threshold, partial_below=partial_below)
 
     # a variant that looks again judges the evidence part by part (the writer, when asked, judges the whole)
     return by_parts(question.query, decide) if rt.cfg.research.enabled and not asked else decide(question.query)
@@ -974,7 +978,8 @@ def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput
     steer = Steer(question, rt.cfg)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
-               "answerability_signals": decision.signals_json(), "language": steer.language,
+               "answerability_signals": decision.signals_json(),
+               "answerability_calibration": decision.calibration or None, "language": steer.language,
                "note": "\n".join(n for n in (decision_note(decision, rt), language_note(steer, rt)) if n) or None}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
