@@ -100,7 +100,8 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "The paper makes one pass; every peer searches again when its evidence is thin."),
     ("answerability.abstain (final_abstain, final_deep), answerability.show (final_judged, final_deep_judged)",
      "Not in the paper: whether the sources answer the question (answered, partial, not_found), from a "
-     "calibrated evidence score offline (fitted on two corpora) or the writer's own line with a model. "
+     "calibrated evidence score offline (the local corpus's own calibration, fitted on probes from its pages "
+     "when it was built, else the one fitted on two corpora) or the writer's own line with a model. "
      "final_abstain and final_deep say the sources do not answer instead of answering; final_judged and "
      "final_deep_judged (the default) always answer and show the decision beside it: the judgment met the "
      "transfer targets between docs and health but not on a third kind of corpus (issue 41).",
