@@ -58,6 +58,7 @@ from hifirag_core.evaluation import transfer  # noqa: E402
 from hifirag_core.evaluation.answerability_set import half_of  # noqa: E402
 from hifirag_core.evaluation.transfer_set import answer_paragraphs, health_pages, load_medquad, page_groups  # noqa: E402
 from hifirag_core.evidence import self_calibration as sc  # noqa: E402
+from hifirag_core.evidence.answer_reading import expected_type  # noqa: E402
 from hifirag_core.evidence.answerability import CALIBRATION, SIGNALS, Calibration, EvidenceSignals  # noqa: E402
 from hifirag_core.evidence.self_calibration import Section, SectionPool  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
@@ -74,6 +75,8 @@ NEW = ("window", "answer_window", "answer_type", "contradiction")
 RECALLS = (0.80, 0.85, 0.90)
 # What the judgment shows and the default does: with these signals a fit reads for the answer (issue 41, item 6)
 READING = ("window", "answer_window", "answer_type", "contradiction")
+CORPORA = ("docs", "health")
+TYPED = "health-typed"  # the health corpus asked only typed questions (MedQuAD's "How many people are affected")
 SHIPPED_THRESHOLD = 0.46
 
 
@@ -123,7 +126,7 @@ def docs_pool() -> tuple[list[Section], list[Question]]:
     return sections, questions
 
 
-def health_pool() -> tuple[list[Section], list[Question]]:
+def health_pool(qtype: str | None = None) -> tuple[list[Section], list[Question]]:
     pages = health_pages(load_medquad())
     groups = page_groups(pages)
     sections, candidates = [], []
@@ -140,7 +143,8 @@ def health_pool() -> tuple[list[Section], list[Question]]:
                     pair["qtype"],
                 )
             )
-            if len(pair["answer"].split()) >= MIN_ANSWER_WORDS and len(page.qa) >= MIN_PAGE_SECTIONS:
+            if (len(pair["answer"].split()) >= MIN_ANSWER_WORDS and len(page.qa) >= MIN_PAGE_SECTIONS
+                    and qtype in (None, pair["qtype"])):
                 candidates.append(
                     Question(
                         f"health:{pair['key']}",
@@ -199,16 +203,17 @@ def masks(q: Question, pool: Pool) -> dict[str, set[str]]:
 # --- the items --------------------------------------------------------------------------------------
 
 
-def cached_pool(corpus: str, folder: Path) -> tuple[list[Section], list[Question]]:
-    """The corpus's pool, parsed once and kept as JSON in ``folder`` (sectioning 1,222 pages takes minutes)."""
-    path = folder / f"pool-{corpus}.json"
+def cached_pool(corpus: str, folder: Path, qtype: str | None = None) -> tuple[list[Section], list[Question]]:
+    """The corpus's pool, parsed once and kept as JSON in ``folder`` (sectioning 1,222 pages takes minutes);
+    with ``qtype``, the health questions of that MedQuAD question type only."""
+    path = folder / f"pool-{corpus}{'-' + qtype if qtype else ''}.json"
     if path.exists():
         raw = json.loads(path.read_text())
         return (
             [Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in raw["sections"]],
             [Question(**q) for q in raw["questions"]],
         )
-    sections, questions = docs_pool() if corpus == "docs" else health_pool()
+    sections, questions = docs_pool() if corpus == "docs" else health_pool(qtype)
     path.write_text(
         json.dumps({"sections": [asdict(s) for s in sections], "questions": [asdict(q) for q in questions]})
     )
@@ -392,8 +397,9 @@ def _recipe(recipe: tuple) -> str:
 def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[str, sc.StoredCalibration]) -> str:
     data = labelled(items)
     probes = {c: probe_items(rows) for c, rows in probe_rows.items()}
-    tune = {c: [q for q in data if q.corpus == c and q.half == "tune"] for c in ("docs", "health")}
-    rep = {c: [q for q in data if q.corpus == c and q.half == "report"] for c in ("docs", "health")}
+    sets = [c for c in (*CORPORA, TYPED) if c in probes]
+    tune = {c: [q for q in data if q.corpus == c and q.half == "tune"] for c in sets}
+    rep = {c: [q for q in data if q.corpus == c and q.half == "report"] for c in sets}
     header = ["calibration", "threshold", "abstain: answer absent", "abstain: page left out", "answer: answerable",
               "CRAG [95% CI]", "AUC vs answer absent", "AUC vs page left out"]
     lines = ["# Issue 41: reading for the answer, self-calibration, both kinds of unanswerable", ""]
@@ -408,7 +414,7 @@ def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[st
     lines += ["", f"Chosen on both tune halves: **{_recipe(both[0][2])}**; the best that reads for the answer: "
               f"{_recipe(reading[2])} ({reading[0]:+.3f}). Chosen on docs tune alone: {_recipe(alone['docs'][0][2])}; "
               f"on health tune alone: {_recipe(alone['health'][0][2])}.", ""]
-    for corpus in ("docs", "health"):
+    for corpus in sets:
         n_heading = sum(r["source"] == "heading" and r["kind"] == "present" for r in probe_rows[corpus])
         n = sum(r["kind"] == "present" for r in probe_rows[corpus])
         lines.append(f"- {corpus} probes: {n} ({n_heading} from question-like headings, {n - n_heading} from "
@@ -420,13 +426,14 @@ def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[st
     lines += ["", f"Cross-corpus labelled fit (leave one corpus out on the tune halves): best with a new signal "
               f"{', '.join(best_new[2])}, recall {best_new[3]:.2f} (mean CRAG {best_new[1]:+.3f}); best overall "
               f"{', '.join(ranked[0][2])}, recall {ranked[0][3]:.2f} ({ranked[0][1]:+.3f}).", ""]
-    rows, chosen_fits = [], {}
+    rows, chosen_fits, judgments = [], {}, {}
     for measured in ("docs", "health"):
         other = "health" if measured == "docs" else "docs"
         rows.append(rows_for(f"shipped (issue 26, docs + health labels) → {measured}", CALIBRATION,
                              SHIPPED_THRESHOLD, rep[measured]))
         fitted = self_fit(both[0][2], probes[measured])
         chosen_fits[measured] = fitted
+        judgments[f"self-calibrated on {measured}"] = (measured, fitted.calibration, fitted.threshold)
         rows.append(rows_for(f"self-calibrated on {measured}'s probes, recipe from both tune halves → {measured}",
                              fitted.calibration, fitted.threshold, rep[measured]))
         left_out = self_fit(alone[other][0][2], probes[measured])
@@ -437,13 +444,26 @@ def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[st
             s = stored[measured]
             rows.append(rows_for(f"the built corpus's calibration.json ({s.name}) → {measured}", s.calibration,
                                  s.threshold, rep[measured]))
+            judgments[f"{s.name}"] = (measured, s.calibration, s.threshold)
         _, _, features, recall = best_new
         cross = transfer.fit_calibration(tune[other], other, features, recall)
         rows.append(rows_for(f"labelled fit on {other} tune ({', '.join(features)}, recall {recall:.2f}) → "
                              f"{measured}", cross.calibration, cross.threshold, rep[measured]))
+        judgments[f"labelled fit on {other} → {measured}"] = (measured, cross.calibration, cross.threshold)
         shared = transfer.fit_calibration(tune["docs"] + tune["health"], "both", features, recall)
         rows.append(rows_for(f"shared labelled fit on both tune halves (same recipe) → {measured}",
                              shared.calibration, shared.threshold, rep[measured]))
+    if TYPED in sets:  # typed questions: the recipe chosen above, and the one chosen on this set's tune half
+        typed_best = choose_self(tune, probes, (TYPED,))
+        typed_reading = next(c for c in typed_best if set(c[2][0]) & set(READING))
+        rows.append(rows_for(f"shipped (issue 26) → {TYPED}", CALIBRATION, SHIPPED_THRESHOLD, rep[TYPED]))
+        for label, recipe in (("recipe from docs + health tune", both[0][2]),
+                              (f"recipe from {TYPED} tune", typed_best[0][2]),
+                              (f"best reading recipe on {TYPED} tune", typed_reading[2])):
+            fitted = self_fit(recipe, probes[TYPED])
+            rows.append(rows_for(f"self-calibrated on its probes, {label} ({_recipe(recipe)}) → {TYPED}",
+                                 fitted.calibration, fitted.threshold, rep[TYPED]))
+            judgments[f"self-calibrated, {label} → {TYPED}"] = (TYPED, fitted.calibration, fitted.threshold)
     lines += ["## Report halves", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     counts = ", ".join(f"{c} {h}: {len(qs) // 3} questions" for h, d in (("tune", tune), ("report", rep))
@@ -456,7 +476,11 @@ def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[st
                      f"threshold {fitted.threshold:.2f}")
     lines += [""]
     lines += signal_aucs(rep)
-    lines += found_again(data, chosen_fits)
+    typed = {c: len({i["question_id"] for i in items if i["corpus"] == c and expected_type(i["question"])})
+             for c in sets}
+    lines += ["Questions asking for a person, date, place, number or duration (spaCy's signals can only fire on "
+              "these): " + ", ".join(f"{c} {n}" for c, n in typed.items()) + ".", ""]
+    lines += found_again(data, judgments)
     return "\n".join(lines) + "\n"
 
 
@@ -474,28 +498,23 @@ def signal_aucs(rep: dict[str, list[transfer.Labelled]]) -> list[str]:
                 a, lo, hi = auc_interval(x[sel], ans[sel], rounds=300)
                 cells.append(f"{a:.3f} [{lo:.3f}, {hi:.3f}]")
             out.append(f"| {corpus} | {name} | {cells[0]} | {cells[1]} |")
-    typed = {c: sum(1 for q in d if q.answerable and q.signals.get("answer_window") != q.signals.get("window"))
-             for c, d in rep.items()}
-    return [*out, "", f"Answerable report items whose answer_window differs from window (a typed question): {typed}.",
-            ""]
+    return [*out, ""]
 
 
-def found_again(data: list[transfer.Labelled], fits: dict[str, sc.Fitted]) -> list[str]:
-    """Answerable items the shipped calibration abstained on and the corpus's self-calibration answers (both
-    halves; the half is shown), with the signal that gives the new score its largest share."""
-    out = ["## False abstentions of the shipped judgment that the self-calibrated one answers", ""]
-    for corpus, fitted in fits.items():
-        cal = fitted.calibration
+def found_again(data: list[transfer.Labelled], judgments: dict[str, tuple[str, Calibration, float]]) -> list[str]:
+    """Answerable items (both halves; the half is shown) the shipped calibration abstained on and a new judgment
+    answers, with the signal that gives the new score its largest term."""
+    out = ["## False abstentions of the shipped judgment that a new one answers", ""]
+    for label, (corpus, cal, threshold) in judgments.items():
         for q in (q for q in data if q.corpus == corpus and q.answerable):
             signals = EvidenceSignals(**{n: float(q.signals.get(n, 0.0)) for n in SIGNALS})
             before, after = CALIBRATION.probability(signals), cal.probability(signals)
-            if before < SHIPPED_THRESHOLD and after >= fitted.threshold:
+            if before < SHIPPED_THRESHOLD and after >= threshold:
                 parts = {n: getattr(cal, n) * getattr(signals, n) for n in SIGNALS if getattr(cal, n)}
                 top = max(parts, key=parts.get)
                 shown = ", ".join(f"{n} {getattr(signals, n):.2f}" for n in parts)
-                out.append(f"- {corpus} {q.question_id.split('|')[0]} ({q.half}): shipped {before:.2f} < 0.46, "
-                           f"now {after:.2f} >= {fitted.threshold:.2f}; largest term {top}; {shown}; gold kept "
-                           f"{q.gold_cited}")
+                out.append(f"- {label}: {q.question_id.split('|')[0]} ({q.half}): shipped {before:.2f} < 0.46, now "
+                           f"{after:.2f} >= {threshold:.2f}; largest term {top}; {shown}; gold kept {q.gold_cited}")
     if len(out) == 2:
         out.append("None.")
     return out
@@ -506,16 +525,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--per-corpus", type=int, default=120)
     parser.add_argument("--probes", type=int, default=sc.PROBES, help="self-calibration probes per corpus")
-    parser.add_argument("--only", choices=("docs", "health"), help="build this corpus's items only (two processes)")
+    parser.add_argument("--only", choices=(*CORPORA, TYPED),
+                        help="build this set's items only (one process each); health-typed is the health corpus "
+                             "asked only questions of --health-qtype")
     parser.add_argument("--reuse", action="store_true", help="read the items from --out instead of building them")
+    parser.add_argument("--health-qtype", default="frequency",
+                        help="with --only health-typed: the MedQuAD question type of the typed set (how many people "
+                             "are affected: a number the answer-type signal can look for)")
     parser.add_argument("--docs-calibration", type=Path,
                         help="a built docs corpus's calibration.json, measured on the docs questions too")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for corpus in [args.only] if args.only else ["docs", "health"]:
+    for corpus in [args.only] if args.only else list(CORPORA):
         path, probe_path = args.out / f"items-{corpus}.jsonl", args.out / f"probes-{corpus}.jsonl"
         if not (args.reuse and path.exists() and probe_path.exists()):
-            sections, questions = cached_pool(corpus, args.out)
+            sections, questions = (cached_pool("health", args.out, args.health_qtype) if corpus == TYPED
+                                   else cached_pool(corpus, args.out))
             pool, chosen = Pool(sections), selected(questions, args.per_corpus)
             embedder = Embedder(args.out / f"vectors-{corpus}.sqlite")
             built = build_items(corpus, args.per_corpus, embedder, args.out, pool, chosen)
@@ -524,9 +549,10 @@ def main() -> None:
             probe_path.write_text("".join(json.dumps(i, sort_keys=True) + "\n" for i in probes))
     if args.only:
         return
-    items = [json.loads(line) for c in ("docs", "health") for line in (args.out / f"items-{c}.jsonl").read_text().splitlines()]
+    sets = [c for c in (*CORPORA, TYPED) if (args.out / f"items-{c}.jsonl").exists()]
+    items = [json.loads(line) for c in sets for line in (args.out / f"items-{c}.jsonl").read_text().splitlines()]
     probe_rows = {c: [json.loads(line) for line in (args.out / f"probes-{c}.jsonl").read_text().splitlines()]
-                  for c in ("docs", "health")}
+                  for c in sets}
     stored = {"docs": sc.read_calibration(args.docs_calibration.read_bytes())} if args.docs_calibration else {}
     text = report(items, probe_rows, stored)
     (args.out / "report.md").write_text(text)

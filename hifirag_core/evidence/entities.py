@@ -10,8 +10,9 @@ recogniser runs (``ner``, with its own embedding layer); the tagger, parser and 
 date parser (``dateparser``) or quantity extractor (``quantulum3``) would each find one kind only, and
 the NLTK chunker needs data packages that no registry wheel ships.
 
-Its cost (``bench/bench_entities.py``): about 2 s to load; each sentence is tagged once per process (the
-cache below), and ``answer_reading`` tags only the sentences of windows that hold the question's terms.
+Its cost is measured by ``bench/bench_entities.py`` (bench/README.md has the figures); each sentence is
+tagged once per process (the cache below), and ``answer_reading`` tags only the sentences of the windows
+richest in a typed question's terms.
 
 Process cache: ``_NLP``, the loaded pipeline (it takes seconds to load; every question's check shares it),
 and ``_KINDS``, the kinds found per sentence (bounded; the same kept sections are read by every round and

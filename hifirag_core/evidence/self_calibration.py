@@ -15,8 +15,8 @@ encyclopedia where they did. A corpus now asks itself questions it knows the ans
   **page_masked** (the whole page masked);
 * **the fit** (:func:`fit`): a logistic regression of present against masked over the recipe's
   signals, then a threshold by the recipe's rule, chosen on the tune halves of the docs and health
-  questions (``tools/answer_reading_eval.py``). The default rule answers ``ANSWER_RATE`` of the
-  answerable probes: a corpus's own probes say where its answers score.
+  questions (``tools/answer_reading_eval.py``: section similarity alone, and the lowest threshold that
+  abstains on 80% of the masked probes). A corpus's own probes say where its answers score.
 
 The stored calibration (:func:`calibration_file`) is canonical JSON with no time in it: the same pages,
 code and models give the same bytes.
@@ -53,8 +53,8 @@ PROBES = 120  # probes per corpus by default (three items each)
 PAGES, PER_PAGE, TOTAL = 6, 4, 12  # the offline caps: pages read, sections kept per page and in all
 # The recipe the corpus fits, chosen on the tune halves (docs/evaluation.md, "Self-calibration"): its
 # signals, and its threshold rule.
-FEATURES: tuple[str, ...] = ("section", "answer_window")
-RULE = "answer@0.95"
+FEATURES: tuple[str, ...] = ("section",)
+RULE = "recall@0.80"
 RULES = ("answer@0.95", "answer@0.90", "recall@0.80", "youden")
 L2 = 1.0
 SURE = 0.95  # share of probes answerable above partial_below
