@@ -311,6 +311,11 @@ class AnswerabilityConfig(Section):
     # 0.61: above it, 95% of those questions were answerable.
     threshold: float = Field(default=0.46, ge=0.0, le=1.0)
     partial_below: float = Field(default=0.61, ge=0.0, le=1.0)
+    # Which weights and threshold decide offline (issue 41): "corpus", the local corpus's own calibration
+    # (fitted on probes from its own pages when it was built: hifirag_core/corpus/probes.py) when the run
+    # searches that corpus alone and it has one; else, and with "shipped", the calibration above (its
+    # threshold and partial_below). The answer row names the one that decided (answerability_calibration).
+    calibration: Literal["corpus", "shipped"] = "corpus"
 
 
 def _checked(check):

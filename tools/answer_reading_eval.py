@@ -1,6 +1,10 @@
-"""Issue 41: does the answerability judgment read for the answer? Both kinds of unanswerable, leave one corpus out.
+"""Issue 41: does the answerability judgment read for the answer, and does a corpus calibrate itself? Both kinds
+of unanswerable, leave one corpus out.
 
-    .venv/bin/python tools/answer_reading_eval.py --out /tmp/i41 --per-corpus 60   # items-*.jsonl, report.md
+    .venv/bin/python tools/answer_reading_eval.py --out /tmp/i41 --per-corpus 80 --probes 100 --only docs
+    .venv/bin/python tools/answer_reading_eval.py --out /tmp/i41 --per-corpus 80 --probes 100 --only health
+    .venv/bin/python tools/answer_reading_eval.py --out /tmp/i41 --reuse \
+        --docs-calibration warehouse/data/corpus/docs/calibration.json    # report.md, the same bytes again
 
 What it builds, from the shared data only (nothing is fetched):
 
@@ -20,8 +24,14 @@ What it builds, from the shared data only (nothing is fetched):
   sections, 6 pages, then each page's own best sections by BM25, at most 4 per page and 12 in all, as the
   offline caps keep), so that a few hundred items take minutes, not hours; the answers are not written, so the CRAG-style score counts
   an answer +1 when the gold section was kept (not "kept and cited"), 0 when it abstained, −1 otherwise;
-* **signals**: ``answerability.evidence_signals`` over the kept sections (section similarity with MiniLM; the
-  sentence signals, which the shipped calibration does not read, are left at 0 to save the time).
+* **signals**: ``self_calibration.signals_of`` over the kept sections (section similarity with MiniLM, the
+  answer type with spaCy; the sentence signals, which no calibration reads, are left at 0 to save the time);
+* **the corpus's own probes** (``probes-*.jsonl``): ``self_calibration.make_probes`` and ``probe_items`` over
+  the same pool, as ``hifirag corpus build`` makes them, the measured questions' pages (page groups) left out
+  of the sample so that no probe is one of the questions. Each self-calibration recipe (signals and threshold
+  rule, or the shipped weights with only the threshold shifted) is fitted on a corpus's probes alone (no
+  label of a real question) and measured on that corpus's tune half; the recipe is chosen there (on both tune
+  halves, and on each alone for the corpus-left-out rows), and the report halves are measured once.
 
 Halves: a fixed hash of the question id (``answerability_set.half_of``); the three items of one question are
 in the same half. Fits: leave one corpus out, fitted on one corpus's **tune** half, measured on the other's
@@ -36,12 +46,10 @@ import itertools
 import json
 import re
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
-import Stemmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -49,43 +57,31 @@ from hifirag_core.corpus.sites import SITES, docs_html_dir, iter_tarball_pages  
 from hifirag_core.evaluation import transfer  # noqa: E402
 from hifirag_core.evaluation.answerability_set import half_of  # noqa: E402
 from hifirag_core.evaluation.transfer_set import answer_paragraphs, health_pages, load_medquad, page_groups  # noqa: E402
-from hifirag_core.evidence.answerability import (  # noqa: E402
-    CALIBRATION,
-    LEAD_CHARS,
-    SIGNALS,
-    Calibration,
-    evidence_signals,
-)
+from hifirag_core.evidence import self_calibration as sc  # noqa: E402
+from hifirag_core.evidence.answer_reading import expected_type  # noqa: E402
+from hifirag_core.evidence.answerability import CALIBRATION, SIGNALS, Calibration, EvidenceSignals  # noqa: E402
+from hifirag_core.evidence.self_calibration import Section, SectionPool  # noqa: E402
 from hifirag_core.resources import shared_data_dir  # noqa: E402
 from hifirag_core.retrieval.embeddings import Embedder  # noqa: E402
-from hifirag_core.retrieval.scoring import bm25_scores  # noqa: E402
 from hifirag_core.sectioning import parse_sections  # noqa: E402
-from hifirag_core.types import SourceDoc, SourceSection  # noqa: E402
 
 MIN_ANSWER_WORDS = 20
-PAGES, PER_PAGE, TOTAL = 6, 4, 12  # the offline caps: pages read, sections kept per page and in all
 CARRY_JACCARD = 0.7
 MIN_PAGE_SECTIONS = 3  # a health question's page keeps at least two other sections when its answer leaves
 DOCS_SITES = ("python3.11-doc", "python-django-doc")
 KINDS = ("answerable", "answer_absent", "page_out")
 BASE = ("section", "part_coverage")  # the shipped calibration's signals
-NEW = ("window", "answer_type", "contradiction")
+NEW = ("window", "answer_window", "answer_type", "contradiction")
 RECALLS = (0.80, 0.85, 0.90)
+# What the judgment shows and the default does: with these signals a fit reads for the answer (issue 41, item 6)
+READING = ("window", "answer_window", "answer_type", "contradiction")
+CORPORA = ("docs", "health")
+TYPED = "health-typed"  # the health corpus asked only typed questions (MedQuAD's "How many people are affected")
 SHIPPED_THRESHOLD = 0.46
 
 
 def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Section:
-    section_id: str
-    url: str
-    group: str  # the page group (docs: the page)
-    heading_path: tuple[str, ...]
-    text: str
-    qtype: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,7 @@ def docs_pool() -> tuple[list[Section], list[Question]]:
     return sections, questions
 
 
-def health_pool() -> tuple[list[Section], list[Question]]:
+def health_pool(qtype: str | None = None) -> tuple[list[Section], list[Question]]:
     pages = health_pages(load_medquad())
     groups = page_groups(pages)
     sections, candidates = [], []
@@ -147,7 +143,8 @@ def health_pool() -> tuple[list[Section], list[Question]]:
                     pair["qtype"],
                 )
             )
-            if len(pair["answer"].split()) >= MIN_ANSWER_WORDS and len(page.qa) >= MIN_PAGE_SECTIONS:
+            if (len(pair["answer"].split()) >= MIN_ANSWER_WORDS and len(page.qa) >= MIN_PAGE_SECTIONS
+                    and qtype in (None, pair["qtype"])):
                 candidates.append(
                     Question(
                         f"health:{pair['key']}",
@@ -168,28 +165,12 @@ def health_pool() -> tuple[list[Section], list[Question]]:
 # --- retrieval and masks ----------------------------------------------------------------------------
 
 
-class Pool:
-    def __init__(self, sections: list[Section]):
-        self.sections = sections
-        self.by_id = {s.section_id: s for s in sections}
-        self.by_page: dict[str, list[Section]] = {}
-        for s in sections:
-            self.by_page.setdefault(s.url, []).append(s)
-        self.stemmer = Stemmer.Stemmer("english")
-        self.words = [_words(s.text) for s in sections]
-        texts = [" > ".join(s.heading_path) + "\n" + s.text[:4000] for s in sections]
-        self.index = bm25s.BM25()
-        self.index.index(
-            bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False),
-            show_progress=False,
-        )
+class Pool(SectionPool):
+    """The pool with the tool's test of which sections carry a gold answer."""
 
-    def search(self, query: str, k: int) -> list[int]:
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False)
-        if not tokens.vocab:
-            return []
-        docs, scores = self.index.retrieve(tokens, k=min(k, len(self.sections)), show_progress=False)
-        return [int(d) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+    def __init__(self, sections: list[Section]):
+        super().__init__(sections)
+        self.words = [_words(s.text) for s in sections]
 
     def carriers(self, answer: str) -> set[str]:
         """Sections whose words overlap the answer's by a Jaccard of ``CARRY_JACCARD`` or more (BM25's top 50; at
@@ -200,26 +181,6 @@ class Pool:
             for i in self.search(answer[:2000], 50)
             if _jaccard(target, self.words[i]) >= CARRY_JACCARD
         }
-
-    def kept(self, query: str, masked: set[str]) -> list[Section]:
-        """As the pipeline keeps them: the pages of the best sections (``PAGES``), then each page's own best
-        sections by BM25 (at most ``PER_PAGE``, ``TOTAL`` in all), so a page found keeps its other sections."""
-        pages: list[str] = []
-        for i in self.search(query, 200):
-            s = self.sections[i]
-            if s.section_id not in masked and s.url not in pages:
-                pages.append(s.url)
-            if len(pages) == PAGES:
-                break
-        out: list[Section] = []
-        for url in pages:
-            mine = [s for s in self.by_page[url] if s.section_id not in masked]
-            if not mine:
-                continue
-            scores = bm25_scores(query, [" > ".join(s.heading_path) + "\n" + s.text[:4000] for s in mine])
-            order = sorted(range(len(mine)), key=lambda k: (-scores[k], k))[:PER_PAGE]
-            out += [mine[k] for k in sorted(order) if scores[k] > 0 or k == order[0]]
-        return out[:TOTAL]
 
 
 def _words(text: str) -> set[str]:
@@ -239,57 +200,39 @@ def masks(q: Question, pool: Pool) -> dict[str, set[str]]:
     return {"answerable": set(), "answer_absent": absent, "page_out": page | carriers}
 
 
-def sources_of(kept: list[Section]) -> list[SourceDoc]:
-    by_url: dict[str, list[Section]] = {}
-    for s in kept:
-        by_url.setdefault(s.url, []).append(s)
-    return [
-        SourceDoc(
-            i,
-            url,
-            ss[0].heading_path[0] if ss[0].heading_path else url,
-            "",
-            tuple(SourceSection(s.section_id, s.heading_path, s.text) for s in ss),
-        )
-        for i, (url, ss) in enumerate(by_url.items(), 1)
-    ]
-
-
 # --- the items --------------------------------------------------------------------------------------
 
 
-def cached_pool(corpus: str, folder: Path) -> tuple[list[Section], list[Question]]:
-    """The corpus's pool, parsed once and kept as JSON in ``folder`` (sectioning 1,222 pages takes minutes)."""
-    path = folder / f"pool-{corpus}.json"
+def cached_pool(corpus: str, folder: Path, qtype: str | None = None) -> tuple[list[Section], list[Question]]:
+    """The corpus's pool, parsed once and kept as JSON in ``folder`` (sectioning 1,222 pages takes minutes);
+    with ``qtype``, the health questions of that MedQuAD question type only."""
+    path = folder / f"pool-{corpus}{'-' + qtype if qtype else ''}.json"
     if path.exists():
         raw = json.loads(path.read_text())
         return (
             [Section(**{**s, "heading_path": tuple(s["heading_path"])}) for s in raw["sections"]],
             [Question(**q) for q in raw["questions"]],
         )
-    sections, questions = docs_pool() if corpus == "docs" else health_pool()
+    sections, questions = docs_pool() if corpus == "docs" else health_pool(qtype)
     path.write_text(
         json.dumps({"sections": [asdict(s) for s in sections], "questions": [asdict(q) for q in questions]})
     )
     return sections, questions
 
 
-def build_items(corpus: str, per_corpus: int, embedder: Embedder, folder: Path) -> list[dict]:
+def selected(questions: list[Question], per_corpus: int) -> list[Question]:
+    return sorted(sorted(questions, key=lambda q: _hash(f"i41:{q.question_id}"))[:per_corpus],
+                  key=lambda q: q.question_id)
+
+
+def build_items(corpus: str, per_corpus: int, embedder: Embedder, folder: Path, pool: Pool,
+                questions: list[Question]) -> list[dict]:
     items = []
-    sections, questions = cached_pool(corpus, folder)
-    pool = Pool(sections)
-    questions = sorted(questions, key=lambda q: _hash(f"i41:{q.question_id}"))[:per_corpus]
-    print(f"{corpus}: {len(sections)} sections, {len(questions)} questions", file=sys.stderr)
-    for q in sorted(questions, key=lambda q: q.question_id):
+    print(f"{corpus}: {len(pool.sections)} sections, {len(questions)} questions", file=sys.stderr)
+    for q in questions:
         for kind, masked in masks(q, pool).items():
             kept = pool.kept(q.question, masked)
-            sources = sources_of(kept)
-            signals = evidence_signals(q.question, sources, lambda _q, texts: np.zeros(len(texts)))
-            leads = [f"{' > '.join(s.heading_path) or '(untitled)'}: {s.text[:LEAD_CHARS]}" for s in kept]
-            section = (
-                float(np.max(embedder.encode(leads) @ embedder.encode_one(q.question))) if leads else 0.0
-            )
-            signals = replace(signals, section=round(section, 4))
+            signals = sc.signals_of(q.question, kept, embedder.encode)
             items.append(
                 {
                     "id": f"{q.question_id}|{kind}",
@@ -307,6 +250,20 @@ def build_items(corpus: str, per_corpus: int, embedder: Embedder, folder: Path) 
     return items
 
 
+def build_probes(corpus: str, n: int, embedder: Embedder, pool: Pool, questions: list[Question]) -> list[dict]:
+    """The corpus's self-calibration probes over the same pool, as ``hifirag corpus build`` makes them, with the
+    measured questions' pages (their page groups) left out of the sample: no probe is one of the questions."""
+    groups = {q.group for q in questions}
+    skip = {s.url for s in pool.sections if s.group in groups}
+    probes = sc.make_probes(pool, n, skip_pages=skip)
+    by_id = {p.probe_id: p for p in probes}
+    items = sc.probe_items(pool, probes, embedder.encode)
+    print(f"{corpus}: {len(probes)} probes ({sum(p.source == 'heading' for p in probes)} from headings)",
+          file=sys.stderr)
+    return [{**asdict(i), "question": by_id[i.probe_id].question, "source": by_id[i.probe_id].source}
+            for i in items]
+
+
 # --- the measures -----------------------------------------------------------------------------------
 
 
@@ -317,6 +274,10 @@ def labelled(items: list[dict]) -> list[transfer.Labelled]:
         )
         for i in items
     ]
+
+
+def probe_items(rows: list[dict]) -> list[sc.ProbeItem]:
+    return [sc.ProbeItem(r["probe_id"], r["kind"], r["answerable"], r["kept_answer"], r["signals"]) for r in rows]
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -348,9 +309,14 @@ def rate(k: int, n: int) -> str:
     return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}] ({k}/{n})" if n else "-"
 
 
-def rows_for(
-    name: str, calibration: Calibration, threshold: float, data: list[transfer.Labelled]
-) -> list[str]:
+def crag_interval(points: np.ndarray, rounds: int = 1000) -> str:
+    """The mean CRAG-style score with a percentile bootstrap 95% interval over questions' items (fixed seed)."""
+    rng = np.random.default_rng(41)
+    means = [points[rng.integers(0, len(points), len(points))].mean() for _ in range(rounds)]
+    return f"{points.mean():+.3f} [{np.percentile(means, 2.5):+.3f}, {np.percentile(means, 97.5):+.3f}]"
+
+
+def rows_for(name: str, calibration: Calibration, threshold: float, data: list[transfer.Labelled]) -> list[str]:
     p = scores_of(calibration, data)
     abstain = p < threshold
     cells = [name, f"{threshold:.2f}"]
@@ -359,8 +325,8 @@ def rows_for(
         cells.append(rate(int(abstain[sel].sum()), int(sel.sum())))
     ans = np.array([q.answerable for q in data])
     cells.append(rate(int((~abstain[ans]).sum()), int(ans.sum())))
-    crag = np.mean([transfer.crag_point(q, bool(a)) for q, a in zip(data, abstain, strict=True)])
-    cells.append(f"{crag:+.3f}")
+    points = np.array([transfer.crag_point(q, bool(a)) for q, a in zip(data, abstain, strict=True)], float)
+    cells.append(crag_interval(points))
     for kind in ("answer_absent", "page_out"):
         sel = np.array([q.answerable or q.origin == kind for q in data])
         a, lo, hi = auc_interval(p[sel], ans[sel])
@@ -368,9 +334,14 @@ def rows_for(
     return cells
 
 
+def _met(m: transfer.Measure) -> int:
+    return int(m.abstain[0] / m.abstain[1] >= transfer.TARGET_ABSTAIN) + int(
+        m.answer[0] / m.answer[1] >= transfer.TARGET_ANSWER)
+
+
 def choose(tune: dict[str, list[transfer.Labelled]]) -> list[tuple]:
     """Every subset of the candidate signals and recall, fitted on one corpus's tune half and measured on the
-    other's, both ways: (targets met, mean CRAG, features, recall), best first."""
+    other's, both ways: (mean CRAG, targets met, features, recall), best first."""
     out = []
     candidates = BASE + NEW
     for k in range(1, len(candidates) + 1):
@@ -380,9 +351,7 @@ def choose(tune: dict[str, list[transfer.Labelled]]) -> list[tuple]:
                 for fitted, measured in (("docs", "health"), ("health", "docs")):
                     fit = transfer.fit_calibration(tune[fitted], fitted, features, recall)
                     m = transfer.measure(fit.calibration, fit.threshold, tune[measured])
-                    met += (m.abstain[0] / m.abstain[1] >= transfer.TARGET_ABSTAIN) + (
-                        m.answer[0] / m.answer[1] >= transfer.TARGET_ANSWER
-                    )
+                    met += _met(m)
                     crags.append(m.crag)
                 out.append((met, round(float(np.mean(crags)), 6), features, recall))
     # the CRAG-style score first: "targets met" rewards a fit that abstains on everything (both abstain targets
@@ -390,81 +359,135 @@ def choose(tune: dict[str, list[transfer.Labelled]]) -> list[tuple]:
     return sorted(out, key=lambda c: (-c[1], -c[0], len(c[2]), c[2], c[3]))
 
 
-def report(items: list[dict]) -> str:
+SHIFT = ("shipped weights",)  # a recipe that keeps the shipped weights and fits only the threshold
+
+
+def self_fit(recipe: tuple, probes: list[sc.ProbeItem]) -> sc.Fitted:
+    features, rule = recipe
+    if features == SHIFT:
+        return sc.fit(probes, rule=rule, weights=CALIBRATION)
+    return sc.fit(probes, features, rule)
+
+
+def choose_self(tune: dict[str, list[transfer.Labelled]], probes: dict[str, list[sc.ProbeItem]],
+                corpora: tuple[str, ...]) -> list[tuple]:
+    """Every self-calibration recipe (signals, threshold rule; or the shipped weights with the threshold
+    shifted) fitted on each corpus's own probes and measured on that corpus's **tune** half, for ``corpora``:
+    (mean CRAG, targets met, recipe), best first."""
+    out = []
+    candidates = BASE + NEW
+    recipes = [(SHIFT, rule) for rule in sc.RULES] + [
+        (features, rule) for k in range(1, len(candidates) + 1)
+        for features in itertools.combinations(candidates, k) for rule in sc.RULES]
+    for recipe in recipes:
+        crags, met = [], 0
+        for corpus in corpora:
+            fitted = self_fit(recipe, probes[corpus])
+            m = transfer.measure(fitted.calibration, fitted.threshold, tune[corpus])
+            crags.append(m.crag)
+            met += _met(m)
+        out.append((round(float(np.mean(crags)), 6), met, recipe))
+    return sorted(out, key=lambda c: (-c[0], -c[1], len(c[2][0]), c[2]))
+
+
+def _recipe(recipe: tuple) -> str:
+    return f"{', '.join(recipe[0])}; {recipe[1]}"
+
+
+def report(items: list[dict], probe_rows: dict[str, list[dict]], stored: dict[str, sc.StoredCalibration]) -> str:
     data = labelled(items)
-    tune = {c: [q for q in data if q.corpus == c and q.half == "tune"] for c in ("docs", "health")}
-    rep = {c: [q for q in data if q.corpus == c and q.half == "report"] for c in ("docs", "health")}
+    probes = {c: probe_items(rows) for c, rows in probe_rows.items()}
+    sets = [c for c in (*CORPORA, TYPED) if c in probes]
+    tune = {c: [q for q in data if q.corpus == c and q.half == "tune"] for c in sets}
+    rep = {c: [q for q in data if q.corpus == c and q.half == "report"] for c in sets}
+    header = ["calibration", "threshold", "abstain: answer absent", "abstain: page left out", "answer: answerable",
+              "CRAG [95% CI]", "AUC vs answer absent", "AUC vs page left out"]
+    lines = ["# Issue 41: reading for the answer, self-calibration, both kinds of unanswerable", ""]
+    # the self-calibration recipe: chosen on both tune halves, and on each corpus's tune half alone
+    both = choose_self(tune, probes, ("docs", "health"))
+    alone = {c: choose_self(tune, probes, (c,)) for c in ("docs", "health")}
+    reading = next(c for c in both if set(c[2][0]) & set(READING))
+    lines += ["## Self-calibration recipes (fitted on each corpus's own probes, chosen on the real questions' "
+              "tune halves)", "", "| recipe (signals; threshold rule) | CRAG on both tune halves (mean) | targets "
+              "met (of 4) |", "|---|---|---|"]
+    lines += [f"| {_recipe(r)} | {c:+.3f} | {m} |" for c, m, r in both[:10]]
+    lines += ["", f"Chosen on both tune halves: **{_recipe(both[0][2])}**; the best that reads for the answer: "
+              f"{_recipe(reading[2])} ({reading[0]:+.3f}). Chosen on docs tune alone: {_recipe(alone['docs'][0][2])}; "
+              f"on health tune alone: {_recipe(alone['health'][0][2])}.", ""]
+    for corpus in sets:
+        n_heading = sum(r["source"] == "heading" and r["kind"] == "present" for r in probe_rows[corpus])
+        n = sum(r["kind"] == "present" for r in probe_rows[corpus])
+        lines.append(f"- {corpus} probes: {n} ({n_heading} from question-like headings, {n - n_heading} from "
+                     f"sentences), {sum(not r['kept_answer'] for r in probe_rows[corpus] if r['kind'] == 'present')} "
+                     "present without their section kept (left out of the fit)")
+    # the cross-corpus labelled fit (the earlier table's recipe search, with the new signals among the candidates)
     ranked = choose(tune)
     best_new = next(c for c in ranked if set(c[2]) & set(NEW))
-    best_base = next(c for c in ranked if set(c[2]) <= set(BASE))
-    ranked_shown = ranked[:12] + [c for c in ranked[12:] if c[2] == BASE][:1]
-    header = [
-        "calibration",
-        "threshold",
-        "abstain: answer absent",
-        "abstain: page left out",
-        "answer: answerable",
-        "CRAG",
-        "AUC vs answer absent",
-        "AUC vs page left out",
-    ]
-    lines = [
-        "## Choice (tune halves only, leave one corpus out)",
-        "",
-        "Ranked by the CRAG-style score (mean of both ways), then the targets met.",
-        "",
-        "| signals | recall | targets met (of 4) | CRAG (mean of both ways) |",
-        "|---|---|---|---|",
-    ]
-    lines += [f"| {', '.join(f)} | {r:.2f} | {m} | {c:+.3f} |" for m, c, f, r in ranked_shown]
-    lines += [
-        "",
-        f"Best with a new signal: {', '.join(best_new[2])}, recall {best_new[3]:.2f}; best of the "
-        f"shipped signals alone: {', '.join(best_base[2])}, recall {best_base[3]:.2f}.",
-        "",
-    ]
-    rows = []
+    lines += ["", f"Cross-corpus labelled fit (leave one corpus out on the tune halves): best with a new signal "
+              f"{', '.join(best_new[2])}, recall {best_new[3]:.2f} (mean CRAG {best_new[1]:+.3f}); best overall "
+              f"{', '.join(ranked[0][2])}, recall {ranked[0][3]:.2f} ({ranked[0][1]:+.3f}).", ""]
+    rows, chosen_fits, judgments = [], {}, {}
     for measured in ("docs", "health"):
-        fitted = "health" if measured == "docs" else "docs"
-        rows.append(
-            rows_for(
-                f"shipped (docs + health, issue 26) → {measured}",
-                CALIBRATION,
-                SHIPPED_THRESHOLD,
-                rep[measured],
-            )
-        )
-        for label, (_, _, features, recall) in (("topic only", best_base), ("with answer reading", best_new)):
-            fit = transfer.fit_calibration(tune[fitted], fitted, features, recall)
-            rows.append(
-                rows_for(
-                    f"{label} ({', '.join(features)}), {fitted} → {measured}",
-                    fit.calibration,
-                    fit.threshold,
-                    rep[measured],
-                )
-            )
+        other = "health" if measured == "docs" else "docs"
+        rows.append(rows_for(f"shipped (issue 26, docs + health labels) → {measured}", CALIBRATION,
+                             SHIPPED_THRESHOLD, rep[measured]))
+        fitted = self_fit(both[0][2], probes[measured])
+        chosen_fits[measured] = fitted
+        judgments[f"self-calibrated on {measured}"] = (measured, fitted.calibration, fitted.threshold)
+        rows.append(rows_for(f"self-calibrated on {measured}'s probes, recipe from both tune halves → {measured}",
+                             fitted.calibration, fitted.threshold, rep[measured]))
+        left_out = self_fit(alone[other][0][2], probes[measured])
+        rows.append(rows_for(f"self-calibrated on {measured}'s probes, recipe from {other} tune only "
+                             f"({_recipe(alone[other][0][2])}) → {measured}", left_out.calibration,
+                             left_out.threshold, rep[measured]))
+        if measured in stored:
+            s = stored[measured]
+            rows.append(rows_for(f"the built corpus's calibration.json ({s.name}) → {measured}", s.calibration,
+                                 s.threshold, rep[measured]))
+            judgments[f"{s.name}"] = (measured, s.calibration, s.threshold)
+        _, _, features, recall = best_new
+        cross = transfer.fit_calibration(tune[other], other, features, recall)
+        rows.append(rows_for(f"labelled fit on {other} tune ({', '.join(features)}, recall {recall:.2f}) → "
+                             f"{measured}", cross.calibration, cross.threshold, rep[measured]))
+        judgments[f"labelled fit on {other} → {measured}"] = (measured, cross.calibration, cross.threshold)
+        shared = transfer.fit_calibration(tune["docs"] + tune["health"], "both", features, recall)
+        rows.append(rows_for(f"shared labelled fit on both tune halves (same recipe) → {measured}",
+                             shared.calibration, shared.threshold, rep[measured]))
+    if TYPED in sets:  # typed questions: the recipe chosen above, and the one chosen on this set's tune half
+        typed_best = choose_self(tune, probes, (TYPED,))
+        typed_reading = next(c for c in typed_best if set(c[2][0]) & set(READING))
+        rows.append(rows_for(f"shipped (issue 26) → {TYPED}", CALIBRATION, SHIPPED_THRESHOLD, rep[TYPED]))
+        for label, recipe in (("recipe from docs + health tune", both[0][2]),
+                              (f"recipe from {TYPED} tune", typed_best[0][2]),
+                              (f"best reading recipe on {TYPED} tune", typed_reading[2])):
+            fitted = self_fit(recipe, probes[TYPED])
+            rows.append(rows_for(f"self-calibrated on its probes, {label} ({_recipe(recipe)}) → {TYPED}",
+                                 fitted.calibration, fitted.threshold, rep[TYPED]))
+            judgments[f"self-calibrated, {label} → {TYPED}"] = (TYPED, fitted.calibration, fitted.threshold)
     lines += ["## Report halves", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    counts = ", ".join(
-        f"{c} {h}: {len(qs) // 3} questions"
-        for h, d in (("tune", tune), ("report", rep))
-        for c, qs in d.items()
-    )
+    counts = ", ".join(f"{c} {h}: {len(qs) // 3} questions" for h, d in (("tune", tune), ("report", rep))
+                       for c, qs in d.items())
     lines += ["", f"Items: three per question ({', '.join(KINDS)}); {counts}.", ""]
+    for corpus, fitted in chosen_fits.items():
+        weights = ", ".join(f"{n} {getattr(fitted.calibration, n):+.3f}" for n in SIGNALS
+                            if getattr(fitted.calibration, n))
+        lines.append(f"- self-calibration on {corpus}: intercept {fitted.calibration.intercept:+.3f}, {weights}; "
+                     f"threshold {fitted.threshold:.2f}")
+    lines += [""]
     lines += signal_aucs(rep)
-    lines += found_again(data, tune, best_new)
+    typed = {c: len({i["question_id"] for i in items if i["corpus"] == c and expected_type(i["question"])})
+             for c in sets}
+    lines += ["Questions asking for a person, date, place, number or duration (spaCy's signals can only fire on "
+              "these): " + ", ".join(f"{c} {n}" for c, n in typed.items()) + ".", ""]
+    lines += found_again(data, judgments)
     return "\n".join(lines) + "\n"
 
 
 def signal_aucs(rep: dict[str, list[transfer.Labelled]]) -> list[str]:
     """Each signal alone: its AUC against each kind of unanswerable, report halves (no fit, nothing tuned)."""
-    out = [
-        "## Each signal alone (report halves, AUC with bootstrap 95% interval)",
-        "",
-        "| corpus | signal | vs answer absent | vs page left out |",
-        "|---|---|---|---|",
-    ]
+    out = ["## Each signal alone (report halves, AUC with bootstrap 95% interval)", "",
+           "| corpus | signal | vs answer absent | vs page left out |", "|---|---|---|---|"]
     for corpus, data in rep.items():
         ans = np.array([q.answerable for q in data])
         for name in BASE + NEW:
@@ -478,28 +501,22 @@ def signal_aucs(rep: dict[str, list[transfer.Labelled]]) -> list[str]:
     return [*out, ""]
 
 
-def found_again(data: list[transfer.Labelled], tune: dict, best: tuple) -> list[str]:
-    """Answerable items the shipped calibration abstained on and the new fit (on the other corpus) answers: both
-    halves of the corpus left out (its tune half took part in choosing the signals, never in this fit)."""
-    _, _, features, recall = best
-    out = [
-        "## Answerable questions the shipped judgment abstained on and the new one answers (corpus left out, "
-        "both halves)",
-        "",
-    ]
-    for measured in ("docs", "health"):
-        fit = transfer.fit_calibration(tune["health" if measured == "docs" else "docs"], "", features, recall)
-        for q in (q for q in data if q.corpus == measured and q.answerable):
-            before = CALIBRATION.probability(transfer._signals(q))
-            after = fit.calibration.probability(transfer._signals(q))
-            if before < SHIPPED_THRESHOLD and after >= fit.threshold:
-                shown = ", ".join(
-                    f"{n} {q.signals.get(n, 0):.2f}" for n in SIGNALS if getattr(fit.calibration, n)
-                )
-                out.append(
-                    f"- {q.question_id.split('|')[0]} ({q.half}): before {before:.2f}, after {after:.2f} "
-                    f"(threshold {fit.threshold:.2f}); gold kept {q.gold_cited}; {shown}"
-                )
+def found_again(data: list[transfer.Labelled], judgments: dict[str, tuple[str, Calibration, float]]) -> list[str]:
+    """Answerable items (both halves; the half is shown) the shipped calibration abstained on and a new judgment
+    answers, with the signal that gives the new score its largest term."""
+    out = ["## False abstentions of the shipped judgment that a new one answers", ""]
+    for label, (corpus, cal, threshold) in judgments.items():
+        for q in (q for q in data if q.corpus == corpus and q.answerable):
+            signals = EvidenceSignals(**{n: float(q.signals.get(n, 0.0)) for n in SIGNALS})
+            before, after = CALIBRATION.probability(signals), cal.probability(signals)
+            if before < SHIPPED_THRESHOLD and after >= threshold:
+                parts = {n: getattr(cal, n) * getattr(signals, n) for n in SIGNALS if getattr(cal, n)}
+                top = max(parts, key=parts.get)
+                shown = ", ".join(f"{n} {getattr(signals, n):.2f}" for n in parts)
+                out.append(f"- {label}: {q.question_id.split('|')[0]} ({q.half}): shipped {before:.2f} < 0.46, now "
+                           f"{after:.2f} >= {threshold:.2f}; largest term {top}; {shown}; gold kept {q.gold_cited}")
+    if len(out) == 2:
+        out.append("None.")
     return out
 
 
@@ -507,29 +524,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--per-corpus", type=int, default=120)
-    parser.add_argument(
-        "--only", choices=("docs", "health"), help="build this corpus's items only (two processes)"
-    )
-    parser.add_argument(
-        "--reuse", action="store_true", help="read the items from --out instead of building them"
-    )
+    parser.add_argument("--probes", type=int, default=sc.PROBES, help="self-calibration probes per corpus")
+    parser.add_argument("--only", choices=(*CORPORA, TYPED),
+                        help="build this set's items only (one process each); health-typed is the health corpus "
+                             "asked only questions of --health-qtype")
+    parser.add_argument("--reuse", action="store_true", help="read the items from --out instead of building them")
+    parser.add_argument("--health-qtype", default="frequency",
+                        help="with --only health-typed: the MedQuAD question type of the typed set (how many people "
+                             "are affected: a number the answer-type signal can look for)")
+    parser.add_argument("--docs-calibration", type=Path,
+                        help="a built docs corpus's calibration.json, measured on the docs questions too")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for corpus in [args.only] if args.only else ["docs", "health"]:
-        path = args.out / f"items-{corpus}.jsonl"
-        if not (args.reuse and path.exists()):
-            built = build_items(
-                corpus, args.per_corpus, Embedder(args.out / f"vectors-{corpus}.sqlite"), args.out
-            )
+    for corpus in [args.only] if args.only else list(CORPORA):
+        path, probe_path = args.out / f"items-{corpus}.jsonl", args.out / f"probes-{corpus}.jsonl"
+        if not (args.reuse and path.exists() and probe_path.exists()):
+            sections, questions = (cached_pool("health", args.out, args.health_qtype) if corpus == TYPED
+                                   else cached_pool(corpus, args.out))
+            pool, chosen = Pool(sections), selected(questions, args.per_corpus)
+            embedder = Embedder(args.out / f"vectors-{corpus}.sqlite")
+            built = build_items(corpus, args.per_corpus, embedder, args.out, pool, chosen)
             path.write_text("".join(json.dumps(i, sort_keys=True) + "\n" for i in built))
+            probes = build_probes(corpus, args.probes, embedder, pool, chosen)
+            probe_path.write_text("".join(json.dumps(i, sort_keys=True) + "\n" for i in probes))
     if args.only:
         return
-    items = [
-        json.loads(line)
-        for c in ("docs", "health")
-        for line in (args.out / f"items-{c}.jsonl").read_text().splitlines()
-    ]
-    text = report(items)
+    sets = [c for c in (*CORPORA, TYPED) if (args.out / f"items-{c}.jsonl").exists()]
+    items = [json.loads(line) for c in sets for line in (args.out / f"items-{c}.jsonl").read_text().splitlines()]
+    probe_rows = {c: [json.loads(line) for line in (args.out / f"probes-{c}.jsonl").read_text().splitlines()]
+                  for c in sets}
+    stored = {"docs": sc.read_calibration(args.docs_calibration.read_bytes())} if args.docs_calibration else {}
+    text = report(items, probe_rows, stored)
     (args.out / "report.md").write_text(text)
     print(text)
 

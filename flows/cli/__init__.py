@@ -34,7 +34,7 @@ COMMANDS = {
         "doctor": setup.doctor, "providers": setup.providers,
         "credibility": experiments.credibility,
     },
-    corpus_app: {"build": corpus.build, "search": corpus.search},
+    corpus_app: {"build": corpus.build, "calibrate": corpus.calibrate, "search": corpus.search},
     testset_app: {"fresh": experiments.fresh_testset},
     warehouse_app: {"check": warehouse.check},
 }

@@ -9,6 +9,7 @@ import typer
 
 from flows.cli.common import DataRoot, console, err, fail
 from hifirag_core.corpus.store import CorpusError
+from hifirag_core.evidence.self_calibration import PROBES
 from hifirag_core.resources import data_root as resolve_data_root
 
 
@@ -21,14 +22,22 @@ def build(
                                                   "folder), for crawls and mirrors whose paths are not their URLs.")] = None,
     tarballs: Annotated[Path | None, typer.Option(help="A folder of *.html.tar.xz \\[default: ../shared/data/docs_html].")] = None,
     name: Annotated[str, typer.Option(help="Corpus name (selected with --set corpus.name=...).")] = "docs",
+    probes: Annotated[int, typer.Option(help="Questions the corpus asks itself to calibrate its answerability "
+                                        "judgment (0: none; the shipped calibration decides).", min=0)] = PROBES,
     data_root: DataRoot = None,
 ) -> None:
-    """Build (or rebuild) the local corpus: page bytes, text and a BM25 index.
+    """Build (or rebuild) the local corpus: page bytes, text, a BM25 index, and its own answerability calibration.
 
     Without options it reads the five documentation tarballs of ../shared/data/docs_html, or, when
     that folder is absent, fetches the same Debian packages with apt-get. With --folder, every *.html
     file gets --base-url plus its path (dir/index.html becomes dir/); with --folder and --manifest, the
     manifest says each page's URL (and optionally its title) instead.
+
+    Then the corpus probes itself (issue 41): questions made from a sample of its own pages (question-like
+    headings, sentences turned into queries), each asked with its page present, with the section holding
+    the answer masked and with the page masked; the threshold of "the sources do not answer" is fitted on
+    them and stored beside the corpus (calibration.json), and printed. A run over this corpus alone uses it;
+    each answer row names it. `hifirag corpus calibrate` rebuilds it, byte for byte.
 
     [bold]Example[/bold]: hifirag corpus build --folder ./mirror --manifest ./mirror/pages.jsonl --name mysite
     """
@@ -61,6 +70,50 @@ def build(
     manifest = built.manifest()
     console.print(f"Built corpus {name!r}: {manifest['pages']} pages from {', '.join(manifest['sites'])} "
                   f"in {built.root}")
+    if probes:
+        _calibrate(built, name, probes, data_root)
+
+
+def _calibrate(corpus, name: str, probes: int, data_root) -> None:
+    """Probe the corpus, store its calibration and print it (with what it cost)."""
+    import time
+
+    from rich.progress import Progress
+
+    from hifirag_core.corpus.probes import calibrate_corpus
+    from hifirag_core.evidence.self_calibration import describe
+    from hifirag_core.pipeline.wiring import shared_embedder
+
+    started = time.perf_counter()
+    try:
+        with Progress(console=err, transient=True) as progress:
+            bar = progress.add_task("probing the corpus", total=probes)
+            done = calibrate_corpus(corpus, shared_embedder(resolve_data_root(data_root)), name, probes,
+                                    lambda n: progress.update(bar, completed=n))
+    except (CorpusError, OSError, ValueError) as exc:
+        fail(exc)
+    console.print(describe(done.stored), highlight=False)
+    console.print(f"  {done.probes} probes over {done.sections} sections, {done.items} items, in "
+                  f"{time.perf_counter() - started:.0f} s: {corpus.root / 'calibration.json'}", highlight=False)
+
+
+def calibrate(
+    name: Annotated[str, typer.Option(help="Corpus name.")] = "docs",
+    probes: Annotated[int, typer.Option(help="Questions the corpus asks itself.", min=1)] = PROBES,
+    data_root: DataRoot = None,
+) -> None:
+    """Rebuild a built corpus's own answerability calibration (calibration.json, probes.jsonl), as
+    `hifirag corpus build` made it: the same pages give the same bytes.
+
+    [bold]Example[/bold]: hifirag corpus calibrate --name docs && sha256sum warehouse/data/corpus/docs/calibration.json
+    """
+    from hifirag_core.corpus.store import open_corpus
+
+    try:
+        corpus = open_corpus(resolve_data_root(data_root), name)
+    except CorpusError as exc:
+        fail(exc)
+    _calibrate(corpus, name, probes, data_root)
 
 
 def search(

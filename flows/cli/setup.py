@@ -147,7 +147,9 @@ def variants() -> None:
     console.print(table)
     console.print(f"The default, {DEFAULT_RUN_VARIANT}, answers and shows whether the sources answer: a default "
                   "abstains only once its judgment meets the transfer targets on a corpus it was not fitted on "
-                  "(issue 26), and it missed them on encyclopedia pages (issue 41). --variant final_deep abstains.",
+                  "(issue 26), and it missed them on encyclopedia pages (issue 41); a corpus's own calibration, fitted on "
+                  "probes from its pages, missed them too, and is what the default shows. --variant final_deep "
+                  "abstains.",
                   highlight=False, markup=False)
     departures = Table("setting", "where it departs from the paper", "why", title="Departures from the paper")
     for setting, where, why in DEPARTURES:

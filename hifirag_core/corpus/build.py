@@ -101,6 +101,14 @@ def ensure_corpus(cfg: PipelineConfig, data_root: Path, log: Callable[[str], Non
     if cfg.corpus.name != "docs":
         state = "was built by an older version" if corpus.exists() else "is not built"
         raise CorpusError(f"the corpus {cfg.corpus.name!r} {state}; run `hifirag corpus build --name ...`")
-    log("Building the local documentation corpus (once; under a minute) ...")
+    log("Building the local documentation corpus (once; a minute or two, its self-calibration included) ...")
     built = build_default(corpus.root, corpus.blobs, log=log)
     log(f"Corpus built: {built.manifest()['pages']} pages")
+    from hifirag_core.corpus.probes import (
+        calibrate_corpus,  # the probes read MiniLM and spaCy: only when building
+    )
+    from hifirag_core.evidence.self_calibration import describe
+    from hifirag_core.retrieval.embeddings import Embedder
+
+    done = calibrate_corpus(built, Embedder(Path(data_root) / "cache" / "vectors.sqlite"), cfg.corpus.name)
+    log(describe(done.stored))

@@ -7,16 +7,20 @@ page that is on topic but lacks the answer they are high all the same. These sig
 * **window**: the largest share of the question's keywords found together in one window of the kept
   text: a section's own heading and two consecutive sentences under it. The question's focus terms
   together in one place, not only somewhere in the section.
-* **answer_type**: a question asking who, when, where or how many needs a person, a date, a place or a
-  number in such a window that also holds at least half of the question's keywords: 1.0 when one is
-  found, 0.0 when none is, and 1.0 for a question that asks for no such type (nothing to miss). Numbers
-  and dates are found by regular expressions, people and places by capitalised names (and a title, or a
-  preposition of place, before them); see ``detect``.
+* **answer_type**: a question asking who, when, where, how many or how long needs a person (or an
+  organisation), a date, a place, a number or a duration in such a window that also holds at least half
+  of the question's keywords: 1.0 when one is found, 0.0 when none is, and 1.0 for a question that asks
+  for no such type (nothing to miss). The kind a question asks for is read from its asking words
+  (``expected_type``); the entities are found by spaCy's recogniser (``hifirag_core.evidence.entities``).
+* **answer_window**: the two together: the largest share of the question's keywords in one window that
+  also holds an entity of the kind the question asks for (for a question of no particular kind, the
+  window signal). The answer's type near the question's focus terms, in one place.
 * **contradiction**: 1.0 when a window holding at least half of the keywords says the thing is unknown,
   undocumented or does not exist ("the cause is unknown", "there is no record of"), else 0.0.
 
 ``answerability.evidence_signals`` stores them beside the topic signals; a calibration gives them weights
-(``answerability.Calibration``).
+(``answerability.Calibration``); a corpus fits its own weights on probes made from its pages
+(``hifirag_core.corpus.probes``).
 """
 
 from __future__ import annotations
@@ -24,21 +28,26 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from hifirag_core.evidence import entities
+from hifirag_core.evidence.entities import AnswerType
 from hifirag_core.retrieval.scoring import tokenize
 from hifirag_core.text import question_keywords, split_sentences
 from hifirag_core.types import SourceSection
 
-AnswerType = Literal["person", "date", "place", "number"]
 SENTENCES_PER_SECTION = 40  # sentences of each kept section read (a long section's answer is rarely later)
 WINDOW = 2  # consecutive sentences read together
+# The windows richest in the question's keywords whose sentences are tagged for a typed question (each
+# sentence is tagged once per process): the answer to "when was X built?" sits where X and "built" are.
+TYPED_WINDOWS = 16
+NEAR = 0.5  # a window "near" the question holds at least this share of its keywords
 
 _TYPE_CUES: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
+    ("duration", re.compile(r"\bhow (?:long|old|often)\b", re.I)),
     (
         "number",
         re.compile(
-            r"\bhow (?:many|much|long|old|far|big|large|tall|high|deep|often|heavy|fast)\b|"
+            r"\bhow (?:many|much|far|big|large|tall|high|deep|heavy|fast)\b|"
             r"\bwhat (?:percentage|proportion|fraction|number|share|amount)\b|\bwhat is the (?:size|"
             r"population|length|height|number|rate)\b",
             re.I,
@@ -68,48 +77,6 @@ _TYPE_CUES: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
     ),
 )
 
-_NUMBER_WORDS = (
-    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety "
-    "hundred thousand million billion trillion dozen dozens half quarter percent"
-).split()
-_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b|\b(?:" + "|".join(_NUMBER_WORDS) + r")s?\b|%", re.I)
-_MONTHS = (
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec"
-).split()
-_DATE = re.compile(
-    r"\b(?:1[0-9]{3}|20[0-9]{2})s?\b|\b\d{1,2}(?:st|nd|rd|th) century\b|\b(?:"
-    + "|".join(_MONTHS)
-    + r")\.? \d{1,2}\b|\b\d{1,2} (?:"
-    + "|".join(_MONTHS)
-    + r")\b|\b(?:BC|BCE|AD|CE)\b|"
-    r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\b(?:in|since|until|by) "
-    r"(?:the )?(?:early |late |mid-)?(?:\d{1,2}(?:st|nd|rd|th) century|\d{4}s?)\b",
-    re.I,
-)
-_NAME = r"[A-Z][a-z'’]+(?:[- ][A-Z][a-z'’]+)*"
-_PERSON = re.compile(
-    r"\b(?:Mr|Mrs|Ms|Dr|Prof|Sir|Lady|Lord|King|Queen|Prince|Princess|President|Pope|Saint|St)\.? "
-    + _NAME
-    + r"|(?<![.!?] )(?<!^)\b[A-Z][a-z]+ (?:[A-Z]\. )?(?:van |von |de |da |del )?"
-    r"[A-Z][a-z]{2,}\b|\b(?:he|she|his|her) (?:was|is|wrote|founded|invented|created|"
-    r"designed|discovered|led)\b|\b(?:by|author|inventor|founder|creator|designer) " + _NAME
-)
-_PLACE = re.compile(
-    r"\b(?:in|at|from|near|to|into|across|throughout|outside|inside) (?:the )?"
-    + _NAME
-    + r"|\b(?:north|south|east|west|northern|southern|eastern|western|central)(?:ern)? "
-    + _NAME
-    + r"|\b(?:country|countries|city|cities|town|state|province|region|continent|island|river|"
-    r"mountains?|coast|capital|located|situated|native to|found in|worldwide|nationwide)\b"
-)
-_DETECTORS: dict[AnswerType, re.Pattern[str]] = {
-    "number": _NUMBER,
-    "date": _DATE,
-    "place": _PLACE,
-    "person": _PERSON,
-}
 _CONTRADICTION = re.compile(
     r"\b(?:is|are|was|were|remains?|remained) (?:still )?(?:largely |currently |as yet )?(?:unknown|not known|"
     r"unclear|undocumented|undetermined|not (?:yet )?(?:known|documented|recorded|determined|established))\b|"
@@ -127,8 +94,8 @@ def expected_type(question: str) -> AnswerType | None:
 
 
 def detect(kind: AnswerType, text: str) -> bool:
-    """Whether ``text`` holds a ``kind`` (number, date, place or person; regular expressions, see above)."""
-    return bool(_DETECTORS[kind].search(text))
+    """Whether ``text`` holds a ``kind`` (spaCy's recogniser, ``entities.LABELS``)."""
+    return entities.holds(kind, [text])[0]
 
 
 @dataclass(frozen=True)
@@ -136,32 +103,56 @@ class AnswerSignals:
     window: float
     answer_type: float
     contradiction: float
+    answer_window: float = 0.0
 
 
-def _windows(section: SourceSection) -> list[str]:
+@dataclass(frozen=True)
+class _Window:
+    heading: str
+    sentences: tuple[str, ...]
+
+    @property
+    def body(self) -> str:
+        return " ".join(self.sentences)
+
+    @property
+    def text(self) -> str:
+        return f"{self.heading}\n{self.body}"
+
+
+def _windows(section: SourceSection) -> list[_Window]:
     """The section's heading with each run of ``WINDOW`` consecutive sentences (or the heading alone)."""
     heading = section.heading_path[-1] if section.heading_path else ""
     sentences = split_sentences(section.text)[:SENTENCES_PER_SECTION]
     if not sentences:
-        return [heading] if heading else []
-    return [
-        f"{heading}\n" + " ".join(sentences[i : i + WINDOW])
-        for i in range(max(1, len(sentences) - WINDOW + 1))
-    ]
+        return [_Window(heading, ())] if heading else []
+    return [_Window(heading, tuple(sentences[i : i + WINDOW])) for i in range(max(1, len(sentences) - WINDOW + 1))]
+
+
+def _typed(kind: AnswerType, windows: list[_Window], shares: list[float]) -> tuple[float, float]:
+    """(answer_type, answer_window) for a question asking for ``kind``: spaCy tags the sentences of the
+    ``TYPED_WINDOWS`` windows richest in the question's keywords."""
+    order = sorted((i for i, share in enumerate(shares) if share > 0), key=lambda i: (-shares[i], i))[:TYPED_WINDOWS]
+    sentences = list(dict.fromkeys(sentence for i in order for sentence in windows[i].sentences))
+    found = dict(zip(sentences, entities.holds(kind, sentences), strict=True))
+    typed = [shares[i] for i in order if any(found[sentence] for sentence in windows[i].sentences)]
+    best = max(typed, default=0.0)
+    return (1.0 if best >= NEAR else 0.0), best
 
 
 def answer_signals(question: str, sections: Sequence[SourceSection]) -> AnswerSignals:
-    """The three signals over the kept ``sections`` (window 0, answer_type 0 for a typed question, without
+    """The signals over the kept ``sections`` (window 0, answer_type 0 for a typed question, without
     evidence)."""
     keywords = question_keywords(question)
     terms = set(tokenize([" ".join(keywords)])[0]) if keywords else set()
     kind = expected_type(question)
     windows = [w for s in sections for w in _windows(s)]
     if not terms or not windows:
-        return AnswerSignals(0.0, 0.0 if kind else 1.0, 0.0)
-    tokens = tokenize(windows)
+        return AnswerSignals(0.0, 0.0 if kind else 1.0, 0.0, 0.0)
+    tokens = tokenize([w.text for w in windows])
     shares = [len(terms & set(t)) / len(terms) for t in tokens]
-    near = [w for w, share in zip(windows, shares, strict=True) if share >= 0.5]
-    typed = 1.0 if kind is None else float(any(detect(kind, w.split("\n", 1)[-1]) for w in near))
-    contradicted = float(any(_CONTRADICTION.search(w) for w in near))
-    return AnswerSignals(round(max(shares), 4), typed, contradicted)
+    window = round(max(shares), 4)
+    typed, answer_window = _typed(kind, windows, shares) if kind else (1.0, window)
+    contradicted = float(any(_CONTRADICTION.search(w.text) for w, share in zip(windows, shares, strict=True)
+                             if share >= NEAR))
+    return AnswerSignals(window, typed, contradicted, round(answer_window, 4))

@@ -12,8 +12,13 @@ signals it reads):
   (retrieval: did search find a page about this at all);
 * **part_coverage** and **part_sentence**: the same two for the question's weakest part
   (``sufficiency.question_parts``), so that a question in two parts is not answered by half its evidence;
-* **window**, **answer_type** and **contradiction**: whether one window of the kept text reads like the
-  answer, not only like the topic (``hifirag_core.evidence.answer_reading``).
+* **window**, **answer_type**, **answer_window** and **contradiction**: whether one window of the kept text
+  reads like the answer, not only like the topic (``hifirag_core.evidence.answer_reading``; the answer's
+  type by spaCy's entity recogniser).
+
+Which weights decide: a corpus built locally probes itself and stores its own calibration
+(``hifirag_core.corpus.probes``); a run over it uses that one, and ``CALIBRATION`` (below) otherwise.
+Each answer row names the calibration that decided (``Decision.calibration``).
 
 With an LLM writer, the decision is the writer's own: the draft prompt asks it to end its reply with
 a structured line (``prompts/answerability.txt``), which :func:`parse_answerability` reads tolerantly
@@ -67,6 +72,10 @@ class Calibration:
     window: float = 0.0
     answer_type: float = 0.0
     contradiction: float = 0.0
+    answer_window: float = 0.0
+    # which calibration this is, as the answer row names it: "shipped" (``CALIBRATION``), or
+    # "corpus:<name>@<its sha256's first 12>" for a corpus's own (``hifirag_core.corpus.probes``)
+    name: str = "shipped"
 
     def probability(self, signals: EvidenceSignals) -> float:
         z = self.intercept + sum(getattr(self, name) * getattr(signals, name) for name in SIGNALS)
@@ -74,7 +83,7 @@ class Calibration:
 
 
 SIGNALS = ("section", "sentence", "coverage", "part_coverage", "part_sentence", "window", "answer_type",
-           "contradiction")
+           "contradiction", "answer_window")
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,13 @@ class EvidenceSignals:
     window: float = 0.0
     answer_type: float = 1.0
     contradiction: float = 0.0
+    answer_window: float = 0.0  # issue 41's spaCy reading; rows stored before it lack it
 
     def describe(self) -> str:
         return (f"section {self.section:.2f}, sentence {self.sentence:.2f}, coverage {self.coverage:.2f}, "
                 f"weakest part: coverage {self.part_coverage:.2f}, sentence {self.part_sentence:.2f}; "
                 f"one window: keywords {self.window:.2f}, answer type {self.answer_type:.0f}, "
-                f"contradiction {self.contradiction:.0f}")
+                f"keywords with the answer type {self.answer_window:.2f}, contradiction {self.contradiction:.0f}")
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ class Decision:
     reason: str
     method: str  # "evidence" | "writer" | "writer+evidence" (the writer's line was missing or unreadable)
     signals: EvidenceSignals | None = None
+    calibration: str = ""  # the calibration whose score this is (``Calibration.name``)
 
     def signals_json(self) -> str | None:
         return json.dumps(dataclasses.asdict(self.signals)) if self.signals else None
@@ -161,7 +172,7 @@ def evidence_signals(question: str, sources: Sequence[SourceDoc], similarity: Si
         part_coverage, part_sentence = coverage, sentence_sim
     return EvidenceSignals(round(section_sim, 4), round(sentence_sim, 4), round(coverage, 4),
                            round(part_coverage, 4), round(part_sentence, 4), read.window, read.answer_type,
-                           read.contradiction)
+                           read.contradiction, read.answer_window)
 
 
 def verdict_for(score: float, threshold: float, partial_below: float) -> Verdict:
@@ -175,7 +186,8 @@ def decide_from_evidence(signals: EvidenceSignals, calibration: Calibration, thr
                          partial_below: float) -> Decision:
     score = calibration.probability(signals)
     verdict = verdict_for(score, threshold, partial_below)
-    return Decision(verdict, round(score, 4), f"evidence: {signals.describe()}", "evidence", signals)
+    return Decision(verdict, round(score, 4), f"evidence: {signals.describe()}", "evidence", signals,
+                    calibration.name)
 
 
 # --- the writer's structured line -------------------------------------------------------------------
@@ -262,9 +274,10 @@ def decide(question: str, sources: Sequence[SourceDoc], similarity: Similarity, 
     if field is None:
         why = "the writer gave no answerability line" if writer_reply else "the writer gave no reply"
         return Decision(evidence.verdict, evidence.score, f"{why}; {evidence.reason}", "writer+evidence",
-                        evidence.signals)
+                        evidence.signals, evidence.calibration)
     reason = field.reason or "(no reason given)"
-    return Decision(field.verdict, evidence.score, f"writer: {reason}", "writer", evidence.signals)
+    return Decision(field.verdict, evidence.score, f"writer: {reason}", "writer", evidence.signals,
+                    evidence.calibration)
 
 
 # --- what the user reads when the sources do not answer ---------------------------------------------
@@ -306,4 +319,4 @@ def by_parts(question: str, decide: Callable[[str], Decision]) -> Decision:
     reason = "by part: " + "; ".join(f"{p!r} {d.verdict} ({d.score:.2f})" for p, d in zip(parts, decisions,
                                                                                          strict=True))
     return Decision(verdict, best.score, f"{reason}; whole question: {whole.reason}", f"{best.method}+parts",
-                    best.signals)
+                    best.signals, best.calibration)

@@ -60,11 +60,15 @@ def answerability(question: Question, sources: list[SourceDoc], draft: StageOutp
     conversation = draft.value if isinstance(draft.value, Conversation) else None
     asked = writer_asked(rt)
 
+    own = rt.calibration  # the corpus's own (issue 41), else the shipped one with the config's threshold
+    calibration, threshold, partial_below = ((own.calibration, own.threshold, own.partial_below) if own else
+                                             (CALIBRATION, cfg.threshold, cfg.partial_below))
+
     def decide(query: str) -> Answerability:
         return decide_answerability(
             query, sources, similarity(rt),
             writer_reply=conversation.last_reply if conversation else None, ask_writer=asked,
-            calibration=CALIBRATION, threshold=cfg.threshold, partial_below=cfg.partial_below)
+            calibration=calibration, threshold=threshold, partial_below=partial_below)
 
     # a variant that looks again judges the evidence part by part (the writer, when asked, judges the whole)
     return by_parts(question.query, decide) if rt.cfg.research.enabled and not asked else decide(question.query)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hifirag_core.config import PipelineConfig
+from hifirag_core.evidence.self_calibration import StoredCalibration
 from hifirag_core.limits import RunGuards
 from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.output import StageOutput
@@ -71,3 +72,6 @@ class Runtime:
     early: EarlyWork = field(default_factory=EarlyWork)
     # each live provider's answers by its own inputs, when the run searches several (``search.providers``)
     search_cache: SearchCache | None = None
+    # the local corpus's own answerability calibration, when the run searches that corpus alone and it has
+    # one (``hifirag_core.corpus.probes``); None: the shipped one decides
+    calibration: StoredCalibration | None = None

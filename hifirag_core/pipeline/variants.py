@@ -57,7 +57,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 # corpus left out of the fit), the default does not abstain and shows the decision instead. The calibration
 # fitted on docs and health met them between those two, but not on a third kind of corpus (issue 41: 584
 # encyclopedia pages whose unanswerable questions are on topic, final_deep answered 0.54 of the answerable
-# ones), so the default looks again as final_deep does and answers (docs/evaluation.md, "Default").
+# ones), so the default looks again as final_deep does and answers (docs/evaluation.md, "Default"). A corpus's
+# own calibration, fitted on probes from its pages (issue 41), missed them as well on docs and health; it is
+# the judgment the default shows over a local corpus.
 # Abstaining stays one flag away: --variant final_deep (or final_abstain).
 DEFAULT_RUN_VARIANT = "final_deep_judged"
 
@@ -100,7 +102,8 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "The paper makes one pass; every peer searches again when its evidence is thin."),
     ("answerability.abstain (final_abstain, final_deep), answerability.show (final_judged, final_deep_judged)",
      "Not in the paper: whether the sources answer the question (answered, partial, not_found), from a "
-     "calibrated evidence score offline (fitted on two corpora) or the writer's own line with a model. "
+     "calibrated evidence score offline (the local corpus's own calibration, fitted on probes from its pages "
+     "when it was built, else the one fitted on two corpora) or the writer's own line with a model. "
      "final_abstain and final_deep say the sources do not answer instead of answering; final_judged and "
      "final_deep_judged (the default) always answer and show the decision beside it: the judgment met the "
      "transfer targets between docs and health but not on a third kind of corpus (issue 41).",

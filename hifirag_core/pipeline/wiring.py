@@ -36,6 +36,7 @@ from hifirag_core.backends.offline import (
 )
 from hifirag_core.config import PipelineConfig, search_providers, uses_real_backends
 from hifirag_core.corpus.folder import FOLDER_SCHEME, folder_corpus
+from hifirag_core.corpus.probes import corpus_calibration
 from hifirag_core.corpus.store import Corpus, CorpusIndex, open_corpus
 from hifirag_core.evidence.attribution import citation_support
 from hifirag_core.limits import Ledger
@@ -157,6 +158,9 @@ def build_runtime(ctx: RunContext, *, ledger: Ledger | None = None) -> Runtime:
     evidence = StoredRun(warehouse, ctx.evidence_from) if ctx.evidence_from else None
     reuse = RunReuse(spec=ctx.reuse, stored=StoredRun(warehouse, ctx.reuse.run_id) if ctx.reuse else None,
                      evidence=evidence)
+    own = (corpus_calibration(index.corpus)
+           if index is not None and providers == ("local",) and cfg.answerability.calibration == "corpus" else None)
     return Runtime(cfg, data_root, blobs, embedder, filter_model, writer_model, search, fetcher, reddit,
                    ctx.examples, guards, page_cache, ctx.evidence_from,
-                   evidence.pages_by_url() if evidence is not None else None, reuse, search_cache=search_cache)
+                   evidence.pages_by_url() if evidence is not None else None, reuse, search_cache=search_cache,
+                   calibration=own)

@@ -331,6 +331,9 @@ class AnswerRecord(Record):
     answerability_reason: str | None = None
     answerability_method: str | None = None
     answerability_signals: str | None = None  # JSON: the evidence signals behind the score
+    # the calibration that turned them into the score: "shipped", or "corpus:<name>@<sha256 prefix>" for the
+    # calibration the local corpus fitted on its own probes (hifirag_core/corpus/probes.py)
+    answerability_calibration: str | None = None
     abstained: bool = False  # the text says the sources do not answer (answerability.abstain was on)
     see_also_urls: list[str] = field(default_factory=list)  # the closest sources an abstaining answer lists
     language: str | None = None  # the language the answer was asked to be in (steer.language, or the question's)

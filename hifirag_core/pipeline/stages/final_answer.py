@@ -59,7 +59,8 @@ def assemble_answer(question: Question, draft: StageOutput, refined: StageOutput
     steer = Steer(question, rt.cfg)
     verdict = {"answerability": decision.verdict, "answerability_score": decision.score,
                "answerability_reason": decision.reason, "answerability_method": decision.method,
-               "answerability_signals": decision.signals_json(), "language": steer.language,
+               "answerability_signals": decision.signals_json(),
+               "answerability_calibration": decision.calibration or None, "language": steer.language,
                "note": "\n".join(n for n in (decision_note(decision, rt), language_note(steer, rt)) if n) or None}
     sentences = sorted((r for r in citations.records if isinstance(r, AnswerSentenceRecord)),
                        key=lambda r: r.sentence_index)
