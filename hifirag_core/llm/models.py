@@ -38,6 +38,7 @@ from hifirag_core.evidence.sufficiency import check_coverage, followup_queries
 from hifirag_core.llm.parsing import (
     ParseResult,
     parse_queries,
+    parse_restated,
     parse_section_indices,
     parse_source_numbers,
     parse_sufficiency,
@@ -55,6 +56,7 @@ from hifirag_core.llm.prompts import (
     render_sources,
 )
 from hifirag_core.llm.window import REFINE_ROOM_TOKENS, PromptWindow, retry_share
+from hifirag_core.turns import ThreadContext, merged_question
 from hifirag_core.types import (
     AnswerStyle,
     ChatModel,
@@ -93,6 +95,8 @@ def object_schema(key: str, item_type: str) -> dict:
             "required": [key], "additionalProperties": False}
 
 
+_RESTATED_SCHEMA = {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"],
+                    "additionalProperties": False}
 _SUFFICIENCY_SCHEMA = {
     "type": "object",
     "properties": {"verdict": {"type": "string", "enum": ["sufficient", "partial", "not_found"]},
@@ -252,7 +256,8 @@ class LLMFilterModel:
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
         # the prompts of looking again, when the config loaded them (a variant that looks again)
         hashes |= {n: prompts[n].hash for n in RESEARCH_PROMPTS if prompts.has(n)}
-        self.prompt_hashes = hashes
+        # a follow-up turn's restatement (ours): keys only a follow-up's query plan (job_identity("restate"))
+        self.prompt_hashes = hashes | {"restate": prompts["restate"].hash}
         self.steering_hashes = {"query_plan": f"query_language={prompts['query_language'].hash}"}
         self.identity = (
             f"llm-filter/v{PARSER_VERSION}|{_chat_identity(chat)}|"
@@ -265,7 +270,7 @@ class LLMFilterModel:
         """What one job's output depends on: backend, model, that job's prompt and fallback."""
         fallback = {"url_filter": self.url_fallback, "section_rank": self.section_fallback,
                     "citations": self.citation_fallback, "sufficiency": "lexical",
-                    "followup": "offline"}.get(job, "raw_question")
+                    "followup": "offline", "restate": "offline-merge"}.get(job, "raw_question")
         return (f"llm-filter/v{PARSER_VERSION}|{_chat_identity(self.chat)}|"
                 f"{job}={self.prompt_hashes[job]}|fallback={fallback}|scorer={'yes' if self.scorer else 'order'}"
                 + (f"|support={'yes' if self.support else 'none'}" if job == "citations" else "")
@@ -319,6 +324,20 @@ class LLMFilterModel:
             status, error = _failed_status(reply), reply.call.error or "no reply"
         return Decision([question], method="llm+fallback:raw_question", calls=[reply.call], status=status,
                         error=error)
+
+    def restate(self, question: str, thread: ThreadContext) -> Decision[str]:
+        """Ours: a follow-up turn rewritten to stand alone (``restate.txt``), from the thread's questions and the
+        last answer; an unusable reply falls back to the offline merge with the earlier questions' keywords."""
+        earlier = "\n".join(f"{n}. {q}" for n, q in enumerate(thread.questions, 1)) or "(none)"
+        reply = self._ask("restate", _RESTATED_SCHEMA, question=question, earlier=earlier,
+                          web_content=thread.answer or "(no answer)")
+        parsed = parse_restated(reply.text) if reply.text is not None else None
+        if parsed is not None and parsed.ok:
+            return Decision(parsed.value[0], method="llm", calls=[reply.call])
+        status, error = ((_failed_status(reply), reply.call.error or "no reply") if parsed is None
+                         else ("parse_error", parsed.error))
+        return Decision(merged_question(question, thread), method="llm+fallback:offline-merge", calls=[reply.call],
+                        status=status, error=error)
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
         """A.2: 0-based indices of the URLs worth reading, most useful first (in several calls when the results

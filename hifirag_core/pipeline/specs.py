@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from hifirag_core.config import LOCAL_PROVIDERS, search_providers
@@ -25,7 +25,7 @@ from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.evidence.answerability import Decision as Answerability
 from hifirag_core.hashing import stable_hash
-from hifirag_core.pipeline import stages, steps
+from hifirag_core.pipeline import stages, steps, threads
 from hifirag_core.pipeline.output import CALL_TABLES, StageOutput, question_calls
 from hifirag_core.pipeline.steer import steered_slice
 from hifirag_core.questions import Question
@@ -45,6 +45,7 @@ from hifirag_core.records import (
     content_row,
 )
 from hifirag_core.sectioning import SECTIONER_VERSION
+from hifirag_core.turns import merged_question
 from hifirag_core.types import SourceDoc, Sufficiency
 from hifirag_core.web.blocked import DETECTOR_VERSION
 
@@ -85,9 +86,13 @@ class Trail:
 
     ``outputs`` holds the first pass, by stage; ``rounds`` each follow-up round's outputs (round 1 first)
     of a variant that looks again. The writer reads the evidence of every round (``merged``).
+
+    ``asked`` is the question as asked; ``question`` the one the stages answer: the same, except in a follow-up
+    turn, where the query plan restates it to stand alone and every later stage reads that (``gather_for``).
     """
 
     def __init__(self, question: Question, rt: Runtime | None = None):
+        self.asked = question
         self.question = question
         self.rt = rt  # None only where no stage will run (a question that failed as a whole)
         self.outputs: dict[str, StageOutput] = {}
@@ -102,9 +107,12 @@ class Trail:
         return self.outputs.get(stage)
 
     def record(self, output: StageOutput) -> None:
-        """Keep a stage's output under its stage and round."""
+        """Keep a stage's output under its stage and round (a follow-up turn's query plan says how the later
+        stages read the question)."""
         if output.round == 0:
             self.outputs[output.stage] = output
+            if output.stage == "query_plan" and self.asked.earlier is not None:
+                self.question = restated_question(self.asked, output)
             return
         while len(self.rounds) < output.round:
             self.rounds.append({})
@@ -259,7 +267,9 @@ class StageSpec:
 
     def cache_key(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> str:
         """Exactly what the output depends on: inputs, the config slice, identity, version (and the round,
-        for a follow-up round's stage)."""
+        for a follow-up round's stage). A ``question`` among ``params`` (a follow-up turn's, restated) is the
+        question the stage answers, in place of ``question``."""
+        question = params.get("question", question)
         payload = {
             "stage": self.name,
             "version": self.version,
@@ -276,11 +286,14 @@ class StageSpec:
         return f"{self.name}-{stable_hash(payload, 32)}"
 
     def gather_for(self, trail: Trail, round: int) -> dict[str, Any]:
-        """The stage's parameters in ``round`` (0: the first pass)."""
+        """The stage's parameters in ``round`` (0: the first pass); after a follow-up turn's query plan, the question
+        restated to stand alone is one of them (``question``), so it keys the stage and the stage answers it."""
         if round == 0:
-            return self.gather(trail)
-        assert self.again is not None, f"stage {self.name!r} is not repeated in follow-up rounds"
-        return self.again(trail, round)
+            params = self.gather(trail)
+        else:
+            assert self.again is not None, f"stage {self.name!r} is not repeated in follow-up rounds"
+            params = self.again(trail, round)
+        return params if trail.question is trail.asked else {**params, "question": trail.question}
 
     def failed(self, question: Question, trail: Trail, error: BaseException | str, *,
                status: str | None = None, round: int = 0) -> StageOutput:
@@ -294,8 +307,10 @@ class StageSpec:
     def run(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> StageOutput:
         """Compute the stage: its output stamped with its name, its round, the seconds and the CPU seconds it took."""
         began = time.perf_counter()
+        inputs = dict(params)
+        question = inputs.pop("question", question)  # a follow-up turn's, restated (``gather_for``)
         with metered() as cpu:
-            output = self.compute(question, **params, rt=rt)
+            output = self.compute(question, **inputs, rt=rt)
         output.compute_seconds = _seconds(time.perf_counter() - began)
         output.cpu_seconds = _seconds(cpu.seconds)
         return self.stamp(output, round)
@@ -330,7 +345,20 @@ def fingerprint(value: Any) -> Any:
 
 
 def _raw_plan(question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
-    return [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
+    """A failed plan searches the question as asked; a follow-up turn's, merged with the earlier question's
+    keywords (the offline restatement needs no model)."""
+    turn = ({"question": merged_question(question.query, question.earlier.context), "restated_by": "offline-merge"}
+            if question.earlier is not None else {})
+    return [QueryPlanRecord(status=status, error=message, method="fallback-raw", **turn)]
+
+
+def restated_question(asked: Question, plan: StageOutput) -> Question:
+    """The question the stages after a follow-up turn's query plan answer: restated to stand alone."""
+    if asked.earlier is None:
+        return asked
+    first = plan.records[0] if plan.records else None
+    text = getattr(first, "question", None) or merged_question(asked.query, asked.earlier.context)
+    return replace(asked, query=text) if text != asked.query else asked
 
 
 def _no_followup(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
@@ -357,7 +385,8 @@ def _sufficiency(_question: Question, records: Sequence[Record]) -> Any:
 
 def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
     first = records[0] if records else None
-    return list(getattr(first, "queries", None) or [question.query])  # search the question as asked
+    # search the question as asked (a follow-up turn's as restated)
+    return list(getattr(first, "queries", None) or [getattr(first, "question", None) or question.query])
 
 
 def _search_rank(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
@@ -427,9 +456,13 @@ _WINDOW = ("steer.after", "steer.before", "steer.undated")
 PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
         "query_plan", (QueryPlanRecord,), "2", ("query_plan", "search.enabled", *_FILTER_MODEL),
-        stages.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
+        stages.plan_query, lambda t: threads.thread_input(t.asked),
+        "Rewrite the question into search queries (prompt A.1); a follow-up turn first into a question that stands "
+        "alone (ours).",
         role="filter", job="query_plan", io=True, retry=IO_RETRY, fallback=_raw_plan, rebuild=_plan_queries,
         evidence=True, step=lambda o, t: steps.query_plan(o),
+        # a follow-up turn is restated by the filter model's own job, whose prompt keys it (and only it)
+        fit=lambda q, p, rt: rt.filter_model.job_identity("restate") if "thread" in p else None,
     ),
     StageSpec(
         "search", (SearchResultRecord,), "2", ("search", "backends.search", "corpus", *_SITES, *_WINDOW),
@@ -450,7 +483,7 @@ PIPELINE: tuple[StageSpec, ...] = (
         "fetch", (PageRecord,), f"3/{DETECTOR_VERSION}",
         ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
          "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm", *_SITES, *_WINDOW),
-        stages.fetch_pages, lambda t: {"decisions": t["url_filter"]},
+        stages.fetch_pages, lambda t: {"decisions": t["url_filter"], **threads.carried_pages_input(t.asked)},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
         step=lambda o, t: steps.fetch(o), ahead=("sections", "section_rank"),
@@ -458,7 +491,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sections", (SectionRecord,), f"1/{SECTIONER_VERSION}", ("sectioning", "reddit"),
-        stages.split_sections, lambda t: {"pages": t["fetch"]},
+        stages.split_sections, lambda t: {"pages": t["fetch"], **threads.carried_sections_input(t.asked)},
         "Parse each fetched page into heading-scoped Markdown sections.",
         step=lambda o, t: steps.sections(o), again=lambda t, r: {"pages": t.at("fetch", r)},
     ),

@@ -51,6 +51,7 @@ from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import PagePipeline
 from hifirag_core.pipeline.runtime import Runtime, SearchProviders
 from hifirag_core.pipeline.steer import Steer
+from hifirag_core.pipeline.threads import carried_sections, carry_pages
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
@@ -76,6 +77,7 @@ from hifirag_core.sectioning.pdf import parse_pdf_sections
 from hifirag_core.sectioning.plain import parse_text_sections
 from hifirag_core.steering import DateWindow, SiteRules
 from hifirag_core.text import section_preview, split_sentences, word_count
+from hifirag_core.turns import ThreadContext
 from hifirag_core.types import (
     RETRYABLE_FETCH_STATUSES,
     AnswerStyle,
@@ -137,21 +139,30 @@ def fallback_section_decisions(sections: StageOutput, status: str, message: str)
 # --- the stages -------------------------------------------------------------------------------
 
 
-def plan_query(question: Question, rt: Runtime) -> StageOutput:
+def plan_query(question: Question, rt: Runtime, thread: ThreadContext | None = None) -> StageOutput:
+    """The search queries (A.1). A follow-up turn (``thread``: the turns before it) is first restated as a
+    question that stands alone (``hifirag_core.pipeline.threads``), which the queries and every later stage read."""
+    restated = rt.filter_model.restate(question.query, thread) if thread is not None else None
+    asked = restated.value if restated is not None else question.query
+    turn = {"question": asked, "restated_by": restated.method} if restated is not None else {}
+    calls = list(restated.calls) if restated is not None else []
     cfg = rt.cfg.query_plan
     if not cfg.enabled or not rt.cfg.search.enabled:
-        record = QueryPlanRecord(queries=[question.query], method="raw")
-        return StageOutput(records=[record], value=[question.query])
+        record = QueryPlanRecord(queries=[asked], method="raw", **turn)
+        return StageOutput(records=[record], calls=calls, value=[asked])
     # a question not in English: search in its language (and in English where that helps); the question's
     # language is a function of its text, which keys this stage already
     detected = Steer(question, rt.cfg).detected
     language = detected.code if detected.code != "en" else None
-    decision = rt.filter_model.plan_queries(question.query, max_queries=cfg.max_queries, language=language)
-    queries = [q for q in decision.value if q.strip()] or [question.query]
-    record = QueryPlanRecord(queries=queries, method=decision.method, status=decision.status, error=decision.error,
+    decision = rt.filter_model.plan_queries(asked, max_queries=cfg.max_queries, language=language)
+    queries = [q for q in decision.value if q.strip()] or [asked]
+    # a restatement that fell back (to the offline merge) says so, as a plan that fell back does
+    status, error = next(((d.status, d.error) for d in (restated, decision) if d is not None and d.status != OK),
+                         (OK, None))
+    record = QueryPlanRecord(queries=queries, method=decision.method, status=status, error=error,
                              model=getattr(rt.filter_model, "model", None),
-                             prompt_hash=getattr(rt.filter_model, "prompt_hashes", {}).get("query_plan"))
-    return StageOutput(records=[record], calls=list(decision.calls), value=queries)
+                             prompt_hash=getattr(rt.filter_model, "prompt_hashes", {}).get("query_plan"), **turn)
+    return StageOutput(records=[record], calls=[*calls, *decision.calls], value=queries)
 
 
 def search(question: Question, plan: StageOutput, rt: Runtime) -> StageOutput:
@@ -314,14 +325,17 @@ def kept_urls(decisions: StageOutput) -> list[UrlDecisionRecord]:
     return sorted(kept, key=lambda r: r.order or 0)
 
 
-def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_order: int = 1) -> StageOutput:
+def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_order: int = 1,
+                carried: tuple[PageRecord, ...] = ()) -> StageOutput:
     """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
 
     Steering is enforced on every page: a URL the site rules rule out is not fetched, and a page whose
     final URL (after redirects, or a Reddit thread's own URL) they rule out, or whose date falls outside
     the date window, keeps no content (status ``excluded``, the error says why). The fetchers keep their
     own limits (Scrapingdog's concurrency, direct HTTP's per-host delay). Pages are numbered from
-    ``first_order`` (a follow-up round's pages come after every page read before).
+    ``first_order`` (a follow-up round's pages come after every page read before). ``carried``: a follow-up
+    turn's pages of the answer it follows (``hifirag_core.pipeline.threads``); those not fetched here come
+    after the fetched ones, under the same steering.
     """
     steer = Steer(question, rt.cfg)
     rules, window = steer.sites, steer.window
@@ -380,8 +394,13 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
                     pipeline.arrived(page)
     ordered: list[Record] = [records[order] for order, _ in chosen]
     failed = [r for r in ordered if not r.ok and r.status != "excluded"]
-    if failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+    if not carried and failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES
+                                                                       for r in failed):
         raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
+    for page in carry_pages(carried, {d.url for _, d in chosen}, first_order + len(chosen)):
+        why = rules.verdict(page.url)
+        ordered.append(replace(page, status="excluded", error=why, content_sha256=None) if why is not None
+                       else _steered(page, rules, window))
     return StageOutput(records=ordered)
 
 
@@ -449,11 +468,18 @@ def _charset(content_type: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> StageOutput:
+def split_sections(question: Question, pages: StageOutput, rt: Runtime,
+                   carried: tuple[SectionRecord, ...] = ()) -> StageOutput:
+    """Each fetched page's sections; a page carried from the answer a follow-up turn follows brings the sections
+    that turn kept (``carried``), for section ranking to judge again."""
     records: list[Record] = []
     for page in pages.records:
         assert isinstance(page, PageRecord)
         if not page.ok or page.content_sha256 is None:
+            continue
+        kept_before = carried_sections(page, carried)
+        if kept_before is not None:
+            records.extend(kept_before)
             continue
         early = rt.early.take(_sections_key(question, page))
         records.extend(early if early is not None else page_sections(page, rt))
