@@ -93,8 +93,8 @@ class EarlierTurn:
         """The ``turns`` row of the question that follows this answer."""
         return TurnRecord(turn=self.turn + 1, thread_run_id=self.thread.run_id,
                           thread_question_id=self.thread.question_id, follows_run_id=self.answer.run_id,
-                          follows_question_id=self.answer.question_id, carried_pages=len(self.pages),
-                          carried_sections=len(self.sections))
+                          follows_question_id=self.answer.question_id, earlier_pages=len(self.pages),
+                          earlier_sections=len(self.sections))
 
 
 def merged_question(question: str, context: ThreadContext) -> str:

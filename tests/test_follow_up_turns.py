@@ -27,7 +27,7 @@ from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT, variant_override
 from hifirag_core.pipeline.wiring import build_runtime
 from hifirag_core.profiles import resolve_config
 from hifirag_core.questions import InputError, Question
-from hifirag_core.records import QuestionRecord
+from hifirag_core.records import QuestionRecord, RunRecord
 from hifirag_core.store.warehouse import Warehouse
 from hifirag_core.turns import ThreadContext, ThreadError, merged_question, parse_answer_id
 from tests.test_llm_models import ScriptedChat
@@ -54,6 +54,7 @@ class Thread:
         rt = build_runtime(RunContext(run_id, str(self.root), cfg, resolve_example_set(str(self.examples), "custom")))
         earlier = load_earlier_turn(self.warehouse, follows) if follows else None
         question = Question(qid, text, None, 1, {"follows": follows} if follows else {}, earlier)
+        self.warehouse.write("runs", [RunRecord(status="finished", variant=cfg.variant)], run_id=run_id, stage="run")
         self.warehouse.write("questions", [QuestionRecord(query=text, line_no=1)], run_id=run_id, stage="input",
                              question_id=qid)
         if earlier is not None:
@@ -123,8 +124,9 @@ def test_a_follow_up_reads_the_earlier_turn_ranks_its_kept_sections_again_and_ci
     assert [(t["thread_id"], t["turn"], t["answer_id"], t["follows"]) for t in turns] == [
         ("turn-one/t1", 1, "turn-one/t1", None), ("turn-one/t1", 2, "turn-two/t2", "turn-one/t1")]
     assert turns[1]["read_as"] == plan.question and turns[1]["question"] == SECOND
-    assert turns[1]["carried_pages"] == len({url for url, _ in kept_before})
-    assert turns[1]["carried_sections"] == len(kept_before)
+    assert turns[1]["earlier_pages"] == len({url for url, _ in kept_before})
+    assert turns[1]["earlier_sections"] == len(kept_before)
+    assert (turns[1]["carried_pages"], turns[1]["carried_sections"]) == (1, len(again))
     assert turns[1]["carried_kept"] == sum(1 for d in again.values() if d.kept)
     assert turns[1]["cited_from_earlier"] >= 1 and turns[0]["answer_status"] == turns[1]["answer_status"] == "ok"
 
@@ -244,3 +246,28 @@ def test_the_cheap_model_restates_with_its_own_prompt_and_falls_back_to_the_offl
     # the restatement keys a follow-up's plan by its own prompt, apart from the query plan's
     assert "restate=" + PromptSet.load()["restate"].hash in model.job_identity("restate")
     assert "restate=" not in model.job_identity("query_plan")
+
+
+def test_hifirag_answers_shows_a_turns_thread_and_variants_say_it_departs_from_the_paper(thread):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    thread.ask("turn-one", "t1", FIRST)
+    thread.ask("turn-two", "t2", SECOND, "turn-one/t1", "fetch.max_pages=1")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["answers", "turn-two", "--data-root", str(thread.root)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "turn 2 of thread turn-one/t1, following turn-one/t1 (--thread shows every turn)" in shown.output
+    whole = runner.invoke(app, ["answers", "turn-two", "-q", "t2", "--thread", "--data-root", str(thread.root)],
+                          env={"COLUMNS": "200"})
+    assert whole.exit_code == 0, whole.output
+    out = whole.output
+    assert "Thread turn-one/t1: 2 turns" in out
+    assert out.index("turn 1: turn-one/t1") < out.index(FIRST) < out.index("turn 2: turn-two/t2, following turn-one/t1")
+    assert f"read as: {SECOND} (Tidewater run)" in out and "the answer cites" in out
+    assert out.count("[1] https://docs.tidewater.example/") == 2  # each turn's numbered sources
+    alone = runner.invoke(app, ["answers", "turn-one", "--thread", "--data-root", str(thread.root)])
+    assert "Thread turn-one/t1: 2 turns" in alone.output  # turn 1 shows the thread that followed it up
+    departures = runner.invoke(app, ["variants"], env={"COLUMNS": "250"}).output
+    assert "prompts/restate.txt, ours" in " ".join(departures.split()) and "follows (a question's" in departures

@@ -71,9 +71,9 @@ def test_a_thread_survives_a_restart_and_a_plain_request_is_answered_as_the_cont
             assert unknown.status_code == 422 and "no answer" in unknown.json()["error"]
     turns = _turns(root)
     assert [(t["turn"], t["answer_id"], t["follows"]) for t in turns] == [(1, first, None), (2, second, first)]
-    assert turns[1]["carried_sections"] >= 1
+    assert turns[1]["earlier_sections"] >= 1
 
 
 def _turns(root: Path) -> list[dict]:
-    result = Warehouse(root).query("SELECT turn, answer_id, follows, carried_sections FROM thread_turns ORDER BY turn")
+    result = Warehouse(root).query("SELECT turn, answer_id, follows, earlier_sections FROM thread_turns ORDER BY turn")
     return [dict(zip(result.columns, row, strict=True)) for row in result.rows]

@@ -294,8 +294,9 @@ def print_threads(warehouse: Warehouse, run_id: str, question_ids: list[str] | N
             if t["read_as"] != t["question"]:
                 console.print(f"  asked: {t['question']}\n  read as: {t['read_as']}", highlight=False, markup=False)
             if t["follows"]:
-                console.print(f"  carried from the turn before: {t['carried_pages']} page(s), {t['carried_sections']} "
-                              f"section(s), {t['carried_kept']} kept again by section ranking; the answer cites "
+                console.print(f"  the turn before kept {t['earlier_sections']} section(s) of {t['earlier_pages']} page(s); "
+                              f"{t['carried_sections']} section(s) of {t['carried_pages']} page(s) not read again "
+                              f"were carried in and ranked again ({t['carried_kept']} kept); the answer cites "
                               f"{t['cited_from_earlier']} section(s) the turn before kept", style="dim",
                               highlight=False, markup=False)
             print_answers(warehouse, t["run_id"], [t["question_id"]], detail, turns=False)

@@ -126,8 +126,10 @@ class TurnRecord(Record):
     thread_question_id: str = ""
     follows_run_id: str = ""  # the answer this question follows
     follows_question_id: str = ""
-    carried_pages: int = 0  # of that answer's evidence, the pages and sections that joined this question's
-    carried_sections: int = 0
+    # what that answer kept, offered to this question's evidence: its pages with a kept section, and those sections
+    # (the ones this question does not read again itself join its pages: pages.reused_from = 'turn:<answer id>')
+    earlier_pages: int = 0
+    earlier_sections: int = 0
 
 
 @dataclass(kw_only=True)

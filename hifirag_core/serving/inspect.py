@@ -102,6 +102,7 @@ class TurnView:
     status: str | None
     answer: str | None
     follows: str | None = None
+    earlier_sections: int = 0
     carried_pages: int = 0
     carried_sections: int = 0
     carried_kept: int = 0
@@ -113,7 +114,8 @@ def thread_chain(warehouse: Warehouse, run_id: str, question_id: str) -> tuple[l
     nothing follows it and it follows nothing; nothing when there is no such question), and the turns that follow
     it up."""
     turns = [TurnView(t["turn"], t["answer_id"], t["run_id"], t["question_id"], t["question"], t["read_as"],
-                      t["answer_status"], t["answer"], t["follows"], t["carried_pages"], t["carried_sections"],
+                      t["answer_status"], t["answer"], t["follows"], t["earlier_sections"], t["carried_pages"],
+                      t["carried_sections"],
                       t["carried_kept"], t["cited_from_earlier"])
              for t in _dicts(thread_of(warehouse, run_id, question_id))]
     here = AnswerRef(run_id, question_id).id

@@ -2,14 +2,15 @@
 -- A thread is named by its first turn's answer id (thread_id, <run_id>/<question_id>); each later turn has a
 -- `turns` row naming that first turn and the answer it follows (follows), and may live in another run (the
 -- service's run of another day, a batch run). read_as is the question as the pipeline read it: a follow-up's
--- query plan restated it to stand alone. carried_pages and carried_sections: what of the followed answer's
--- evidence joined the turn's own; carried_kept: of those sections, the ones the turn's section ranking kept when
--- it judged them again; cited_from_earlier: sections the turn's answer cites that the followed turn had kept
--- (read again from its pages or carried from it).
+-- query plan restated it to stand alone. earlier_pages and earlier_sections: what the followed answer kept, offered
+-- to the turn's evidence; carried_pages and carried_sections: of those, what joined it (the pages the turn did not
+-- read again itself: pages.reused_from = 'turn:<answer id>'); carried_kept: of the carried sections, the ones the
+-- turn's section ranking kept when it judged them again; cited_from_earlier: sections the turn's answer cites that
+-- the followed turn had kept (read again from their pages, or carried).
 CREATE OR REPLACE VIEW thread_turns AS
 WITH every_turn AS (
     SELECT thread_run_id, thread_question_id, turn, run_id, question_id, follows_run_id, follows_question_id,
-           carried_pages, carried_sections
+           earlier_pages, earlier_sections
     FROM turns
     UNION ALL BY NAME
     SELECT DISTINCT thread_run_id, thread_question_id, 1 AS turn, thread_run_id AS run_id,
@@ -18,12 +19,14 @@ WITH every_turn AS (
 ), plans AS (
     SELECT run_id, question_id, any_value(question) AS read_as
     FROM query_plans WHERE stage = 'query_plan' AND round = 0 GROUP BY run_id, question_id
-), carried AS (  -- the turn's ranking of the sections carried from the answer it follows
-    SELECT d.run_id, d.question_id, count(*) FILTER (WHERE d.kept) AS carried_kept
-    FROM section_decisions d
-    JOIN pages p ON p.run_id = d.run_id AND p.question_id = d.question_id AND p.round = d.round AND p.url = d.url
-    WHERE p.reused_from LIKE 'turn:%'
-    GROUP BY d.run_id, d.question_id
+), carried AS (  -- the pages carried from the answer a turn follows, and the turn's ranking of their sections
+    SELECT p.run_id, p.question_id, count(DISTINCT p.url) AS carried_pages, count(d.section_id) AS carried_sections,
+           count(*) FILTER (WHERE d.kept) AS carried_kept
+    FROM pages p
+    LEFT JOIN section_decisions d ON d.run_id = p.run_id AND d.question_id = p.question_id AND d.round = p.round
+                                 AND d.url = p.url
+    WHERE p.reused_from LIKE 'turn:%' AND p.status = 'ok'
+    GROUP BY p.run_id, p.question_id
 ), cited_earlier AS (  -- sections the turn cites that the turn it follows kept
     SELECT l.run_id, l.question_id, count(DISTINCT l.section_id) AS cited_from_earlier
     FROM citation_ledger l
@@ -42,8 +45,10 @@ SELECT t.thread_run_id || '/' || t.thread_question_id                        AS 
        a.status                                                              AS answer_status,
        a.text                                                                AS answer,
        coalesce(a.cited_urls, [])                                            AS cited_urls,
-       coalesce(t.carried_pages, 0)                                          AS carried_pages,
-       coalesce(t.carried_sections, 0)                                       AS carried_sections,
+       coalesce(t.earlier_pages, 0)                                          AS earlier_pages,
+       coalesce(t.earlier_sections, 0)                                       AS earlier_sections,
+       coalesce(c.carried_pages, 0)                                          AS carried_pages,
+       coalesce(c.carried_sections, 0)                                       AS carried_sections,
        coalesce(c.carried_kept, 0)                                           AS carried_kept,
        coalesce(e.cited_from_earlier, 0)                                     AS cited_from_earlier
 FROM every_turn t
