@@ -271,3 +271,11 @@ def test_hifirag_answers_shows_a_turns_thread_and_variants_say_it_departs_from_t
     assert "Thread turn-one/t1: 2 turns" in alone.output  # turn 1 shows the thread that followed it up
     departures = runner.invoke(app, ["variants"], env={"COLUMNS": "250"}).output
     assert "prompts/restate.txt, ours" in " ".join(departures.split()) and "follows (a question's" in departures
+
+
+def test_a_variant_that_reads_no_web_content_restates_a_follow_up_but_carries_no_page(thread):
+    thread.ask("r", "t1", FIRST)
+    result = thread.ask("no-search", "t2", SECOND, "r/t1", "search.enabled=false")
+    assert _output(result, "query_plan").records[0].question == f"{SECOND} (Tidewater run)"
+    assert _output(result, "search").status == "skipped"
+    assert _output(result, "fetch").records == [] and _output(result, "sections").records == []

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.questions import Question
 from hifirag_core.records import OK, PageRecord, Record, SectionRecord
 from hifirag_core.store.warehouse import Warehouse, WarehouseError
@@ -163,9 +164,12 @@ def thread_input(question: Question) -> dict[str, Any]:
     return {"thread": question.earlier.context} if question.earlier is not None else {}
 
 
-def carried_pages_input(question: Question) -> dict[str, Any]:
-    """The fetch stage's parameter: the pages the earlier turn kept a section of."""
-    return {"carried": question.earlier.pages} if question.earlier is not None else {}
+def carried_pages_input(question: Question, search: StageOutput) -> dict[str, Any]:
+    """The fetch stage's parameter: the pages the earlier turn kept a section of (none in a variant that reads no web
+    content, whose search is skipped: the baselines answer from the question alone, a follow-up as well)."""
+    if question.earlier is None or search.status == "skipped":
+        return {}
+    return {"carried": question.earlier.pages}
 
 
 def carried_sections_input(question: Question) -> dict[str, Any]:
