@@ -13,6 +13,7 @@ from pathlib import Path
 from hifirag_core.hashing import stable_hash
 from hifirag_core.jsonl import NotUtf8Error, read_jsonl
 from hifirag_core.steering import QUESTION_FIELDS, question_steering
+from hifirag_core.turns import EarlierTurn
 
 # format name -> (id field, query field, reference field)
 FORMATS: dict[str, tuple[str, str, str]] = {
@@ -40,13 +41,16 @@ class InputError(ValueError):
 class Question:
     """One question. ``meta`` holds the line's other fields; its steering fields (``sites``,
     ``exclude_sites``, ``after``, ``before``, ``language``, ``length``) are checked and normalized, and
-    replace the run's ``steer`` values for this question (``hifirag_core.pipeline.question_steering``)."""
+    replace the run's ``steer`` values for this question (``hifirag_core.pipeline.question_steering``). ``meta["follows"]``
+    names the answer it follows (a follow-up turn, ``hifirag_core.turns``), and ``earlier`` is that answer as
+    the warehouse holds it, read where the question is admitted (``hifirag_core.pipeline.threads``)."""
 
     id: str
     query: str
     reference: str | None
     line_no: int
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    earlier: EarlierTurn | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def steering(self) -> dict:
@@ -68,8 +72,11 @@ class QuestionSet:
 
     @property
     def fingerprint(self) -> str:
-        # a question's steering is part of what is asked: two files that differ only in it are two runs
-        return stable_hash([(q.id, q.query, q.reference, *([q.steering] if q.steering else [])) for q in self.questions])
+        # a question's steering, and the answer it follows, are part of what is asked: two files that differ only
+        # in them are two runs
+        return stable_hash([(q.id, q.query, q.reference, *([q.steering] if q.steering else []),
+                             *([{"follows": q.meta["follows"]}] if q.meta.get("follows") else []))
+                            for q in self.questions])
 
     def __len__(self) -> int:
         return len(self.questions)

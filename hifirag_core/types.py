@@ -21,6 +21,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from hifirag_core.records import LLMCallRecord
 from hifirag_core.steering import DateWindow, SiteRules
+from hifirag_core.turns import ThreadContext
 
 T = TypeVar("T")
 
@@ -255,12 +256,17 @@ class FilterModel(Protocol):
     def job_identity(self, job: str) -> str:
         """The part of ``identity`` one job's output depends on (its own prompt only), for cache keys.
         The jobs are named by their prompts: ``query_plan``, ``url_filter``, ``section_rank``,
-        ``citations``, and ours, ``sufficiency`` and ``followup``."""
+        ``citations``, and ours, ``sufficiency``, ``followup`` and ``restate``."""
         ...
 
     def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
         """1..max_queries search queries; ``language``: the question's language when it is not English
         (search in it, and in English where that helps)."""
+        ...
+
+    def restate(self, question: str, thread: ThreadContext) -> Decision[str]:
+        """A follow-up turn's ``question`` as one that stands alone, given the ``thread`` before it (ours: job
+        ``restate``)."""
         ...
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:

@@ -167,18 +167,26 @@ def demo(
 
 
 def print_answers(warehouse: Warehouse, run_id: str, question_ids: list[str] | None = None,
-                  detail: bool = False) -> None:
+                  detail: bool = False, turns: bool = True) -> None:
+    """Each answer with its citations and sources (``turns``: and, for a follow-up turn, its thread)."""
     from hifirag_core.evaluation.export import cited_answers
     from hifirag_core.metrics.bootstrap import bootstrap_ci
     from hifirag_core.metrics.text_metrics import rouge_l
+    from hifirag_core.store.queries import turn_places
 
     try:
         answers = cited_answers(warehouse, run_id, question_ids)
+        places = turn_places(warehouse, run_id) if turns else {}
     except EXPECTED as exc:
         fail(exc)
     scores = []
     for n, a in enumerate(answers, 1):
         console.rule(f"[bold]{n}. {a.query}[/bold]", align="left", characters="─")
+        if a.question_id in places:
+            thread, turn, follows = places[a.question_id]
+            after = f", following {follows}" if follows else ""
+            console.print(f"  turn {turn} of thread {thread}{after} (--thread shows every turn)", style="dim",
+                          highlight=False, markup=False)
         shown = a.cited_text or a.text
         if shown:
             console.print(textwrap.fill(shown, 100) if "\n" not in shown else shown, highlight=False, markup=False)
@@ -232,6 +240,9 @@ def answers(
     detail: Annotated[bool, typer.Option("--detail", help="A table per answer, the citation ledger: each sentence "
                                          "with the section and source sentence supporting it, the support score, "
                                          "what decided it and the stored page snapshot.")] = False,
+    thread: Annotated[bool, typer.Option("--thread", help="For a question that is a turn of a thread (a follow-up, "
+                                         "or an answer followed up): every turn of its thread in order, each as "
+                                         "read and answered, whichever run holds it.")] = False,
     data_root: DataRoot = None,
 ) -> None:
     """Show a run's answers as a user reads them: each sentence with the \\[k] of the source cited for it.
@@ -239,13 +250,56 @@ def answers(
     The citations are the citation stage's per-sentence decisions (table answer_sentences), whatever
     the writer; the numbered sources follow each answer, then whether the sources answer the question
     (answered, partial or not_found: an answer that abstains says so, lists the closest sources under
-    "See also" and cites nothing), and its ROUGE-L where a reference exists.
+    "See also" and cites nothing), and its ROUGE-L where a reference exists. A follow-up turn says which
+    thread it is a turn of; with --thread, each chosen question's whole thread is shown instead (view
+    thread_turns).
 
     [bold]Example[/bold]: hifirag answers docs_faq-final-1a2b3c4d --question T1 --detail
     """
     warehouse = Warehouse(resolve_data_root(data_root))
-    print_answers(warehouse, run_id, question, detail)
+    if thread:
+        print_threads(warehouse, run_id, question, detail)
+    else:
+        print_answers(warehouse, run_id, question, detail)
     report_skipped(warehouse, run_id)
+
+
+def print_threads(warehouse: Warehouse, run_id: str, question_ids: list[str] | None, detail: bool) -> None:
+    """Each chosen question's thread (every question of the run that is a turn of one, by default): its turns in
+    order, each with the question as asked and as read, then its answer as ``hifirag answers`` prints it."""
+    from hifirag_core.evaluation.export import cited_answers
+    from hifirag_core.store.queries import thread_of, turn_places
+
+    try:
+        cited_answers(warehouse, run_id, question_ids)  # an unknown run or question fails here, naming it
+        places = turn_places(warehouse, run_id)
+    except EXPECTED as exc:
+        fail(exc)
+    chosen = question_ids or list(places)
+    if not any(qid in places for qid in chosen):
+        console.print(f"No question of {'these' if question_ids else 'run ' + run_id} is a turn of a thread "
+                      "(a thread starts when a question follows an answer).", highlight=False, markup=False)
+        return
+    shown: set[str] = set()
+    for qid in chosen:
+        if qid not in places or places[qid][0] in shown:
+            continue
+        shown.add(places[qid][0])
+        turns = thread_of(warehouse, run_id, qid)
+        rows = [dict(zip(turns.columns, row, strict=True)) for row in turns.rows]
+        console.rule(f"[bold]Thread {rows[0]['thread_id']}: {len(rows)} turns[/bold]", characters="═")
+        for t in rows:
+            console.print(f"turn {t['turn']}: {t['answer_id']}" + (f", following {t['follows']}" if t["follows"] else ""),
+                          style="bold", highlight=False, markup=False)
+            if t["read_as"] != t["question"]:
+                console.print(f"  asked: {t['question']}\n  read as: {t['read_as']}", highlight=False, markup=False)
+            if t["follows"]:
+                console.print(f"  the turn before kept {t['earlier_sections']} section(s) of {t['earlier_pages']} page(s); "
+                              f"{t['carried_sections']} section(s) of {t['carried_pages']} page(s) not read again "
+                              f"were carried in and ranked again ({t['carried_kept']} kept); the answer cites "
+                              f"{t['cited_from_earlier']} section(s) the turn before kept", style="dim",
+                              highlight=False, markup=False)
+            print_answers(warehouse, t["run_id"], [t["question_id"]], detail, turns=False)
 
 
 def print_sql_hints(warehouse: Warehouse, run_id: str) -> None:

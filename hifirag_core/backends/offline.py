@@ -42,6 +42,7 @@ from hifirag_core.text import (
     split_sentences,
     word_count,
 )
+from hifirag_core.turns import ThreadContext, merged_question
 from hifirag_core.types import (
     AnswerStyle,
     ChatTurn,
@@ -67,6 +68,8 @@ from hifirag_core.types import (
 FILTER_VERSION = "offline-v6"
 # The offline sufficiency check and follow-up planner (hifirag_core/evidence/sufficiency.py).
 RESEARCH_VERSION = "v1"
+# The offline restatement of a follow-up turn (hifirag_core/turns.py, merged_question).
+TURNS_VERSION = "v1"
 # Writer v9: the draft draws on prose only (no table, signature or navigation list as a sentence; a code
 # example, short list or blockquote only whole, after the sentence that introduces it) and keeps a
 # sentence that points back at the one before it together with it. v6 took every line alike, code and
@@ -206,13 +209,19 @@ class OfflineFilterModel:
         self.identity = f"{FILTER_VERSION}:filter:{embedder.model_id}"
 
     def job_identity(self, job: str) -> str:
-        # the two jobs of looking again are algorithms of their own, versioned apart
+        # the two jobs of looking again, and restating a follow-up turn, are algorithms of their own, versioned apart
+        if job == "restate":
+            return f"{self.identity}|{job}-{TURNS_VERSION}"
         return f"{self.identity}|{job}-{RESEARCH_VERSION}" if job in ("sufficiency", "followup") else self.identity
 
     def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
         # the offline planner cannot translate: a question not in English is searched as asked (the answer
         # says that the offline default is English-only)
         return Decision(search_queries(question, max_queries), method="offline-keywords")
+
+    def restate(self, question: str, thread: ThreadContext) -> Decision[str]:
+        """The follow-up with the earlier questions' keywords merged in (it reads no answer)."""
+        return Decision(merged_question(question, thread), method="offline-merge")
 
     def check_sufficiency(self, question: str, sections: list[SourceSection]) -> Decision[Sufficiency]:
         return Decision(check_coverage(question, sections), method="offline-coverage")

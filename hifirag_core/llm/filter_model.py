@@ -4,7 +4,8 @@
 the offline models implement too). It holds one job per prompt, each with its prompt check and its reply
 parser: :class:`~hifirag_core.llm.query_planner.QueryPlanner` (A.1),
 :class:`~hifirag_core.llm.url_selector.UrlSelector` (A.2), :class:`~hifirag_core.llm.section_ranker.SectionRanker`
-(A.3), :class:`~hifirag_core.llm.citation_verifier.CitationVerifier` (A.5), and, in a variant that looks again,
+(A.3), :class:`~hifirag_core.llm.citation_verifier.CitationVerifier` (A.5),
+:class:`~hifirag_core.llm.restater.Restater` (ours: a follow-up turn made to stand alone), and, in a variant that looks again,
 :class:`~hifirag_core.llm.sufficiency_checker.SufficiencyChecker` and
 :class:`~hifirag_core.llm.followup_planner.FollowupPlanner` (ours). The jobs share one ``ModelSetup`` (the chat,
 the prompts, the window, the fallbacks' scoring), which may be changed on the model after it is made. A job
@@ -19,10 +20,12 @@ from hifirag_core.llm.followup_planner import FollowupPlanner
 from hifirag_core.llm.job import PARSER_VERSION, Fallback, ModelSetup, Scorer, Support, chat_identity
 from hifirag_core.llm.prompts import RESEARCH_PROMPTS, PromptSet
 from hifirag_core.llm.query_planner import QueryPlanner
+from hifirag_core.llm.restater import Restater
 from hifirag_core.llm.section_ranker import SectionRanker
 from hifirag_core.llm.sufficiency_checker import SufficiencyChecker
 from hifirag_core.llm.url_selector import UrlSelector
 from hifirag_core.llm.window import PromptWindow
+from hifirag_core.turns import ThreadContext
 from hifirag_core.types import (
     ChatModel,
     Decision,
@@ -49,13 +52,16 @@ class LLMFilterModel:
         self.url_selector = UrlSelector(self.setup, fallback=url_fallback, fallback_k=url_fallback_k)
         self.section_ranker = SectionRanker(self.setup, fallback=section_fallback, fallback_k=section_fallback_k)
         self.citation_verifier = CitationVerifier(self.setup, fallback=citation_fallback)
+        self.restater = Restater(self.setup)
         hashes = {n: prompts[n].hash for n in ("query_plan", "url_filter", "section_rank", "citations")}
         # the prompts of looking again, when the config loaded them (a variant that looks again)
         hashes |= {n: prompts[n].hash for n in RESEARCH_PROMPTS if prompts.has(n)}
-        self.prompt_hashes = hashes
+        # a follow-up turn's restatement (ours): keys only a follow-up's query plan (job_identity("restate"))
+        self.prompt_hashes = hashes | {"restate": prompts["restate"].hash}
         self.steering_hashes = {"query_plan": f"query_language={prompts['query_language'].hash}"}
         self._fallbacks = {"url_filter": url_fallback, "section_rank": section_fallback,
-                           "citations": citation_fallback, "sufficiency": "lexical", "followup": "offline"}
+                           "citations": citation_fallback, "sufficiency": "lexical", "followup": "offline",
+                           "restate": "offline-merge"}
         self.identity = (
             f"llm-filter/v{PARSER_VERSION}|{chat_identity(chat)}|"
             + ",".join(f"{n}={h}" for n, h in hashes.items())
@@ -80,6 +86,9 @@ class LLMFilterModel:
 
     def plan_queries(self, question: str, *, max_queries: int, language: str | None = None) -> Decision[list[str]]:
         return self.query_planner.plan(question, max_queries=max_queries, language=language)
+
+    def restate(self, question: str, thread: ThreadContext) -> Decision[str]:
+        return self.restater.restate(question, thread)
 
     def select_urls(self, question: str, candidates: list[UrlCandidate], *, max_urls: int) -> Decision[list[int]]:
         return self.url_selector.select(question, candidates, max_urls=max_urls)

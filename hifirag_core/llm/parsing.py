@@ -362,3 +362,45 @@ def parse_sufficiency(text: str | None) -> ParseResult[tuple[str, list[str], lis
     if verdict != "sufficient" and not missing:
         problems.append(f"verdict {verdict} with nothing listed as missing")
     return ParseResult([(verdict, covered, missing)], ok=True, found_json=True, raw_items=1, problems=problems)
+
+
+# --- ours: a follow-up turn restated (prompts/restate.txt) -------------------------------------------------
+
+_RESTATED_KEYS = ("question", "rewritten", "rewritten_question", "standalone", "standalone_question", "query")
+_LABEL = re.compile(r"^\s*(?:\*\*)?\s*(?:(?:rewritten|standalone|full|new)\s+)?question\s*(?:\*\*)?\s*:\s*(?:\*\*)?\s*",
+                    re.IGNORECASE)
+MAX_RESTATED_CHARS = 1000
+
+
+def parse_restated(text: str | None) -> ParseResult[str]:
+    """The follow-up question restated to stand alone, from ``{"question": "..."}`` (in fences or prose), a JSON
+    string or one-item list, or else the reply's first line of text ("Question: ..." labels, quotes and bold
+    removed). Empty, or longer than ``MAX_RESTATED_CHARS`` (a reply that answered instead), is not usable."""
+    if not text:
+        return ParseResult([], ok=False, found_json=False)
+    text = strip_reasoning(text)
+    found: str | None = None
+    found_json = False
+    for snippet in _candidate_snippets(text):
+        for span in [snippet.strip(), *_bracket_spans(snippet, "{", "}")]:
+            value = loads_lenient(span) if span[:1] in "{[\"" else None
+            if isinstance(value, dict):
+                lowered = {str(k).lower(): v for k, v in value.items()}
+                value = next((lowered[k] for k in _RESTATED_KEYS if isinstance(lowered.get(k), str)), None)
+            elif isinstance(value, list) and len(value) == 1:
+                value = value[0]
+            if isinstance(value, str):
+                found, found_json = value, True
+                break
+        if found is not None:
+            break
+    if found is None:  # prose: the first line that says something
+        found = next((line for line in text.splitlines() if line.strip().strip("`").strip()), "")
+        found = _LABEL.sub("", found)
+    question = " ".join(found.split()).strip("\"'`* ")
+    if not question:
+        return ParseResult([], ok=False, found_json=True, raw_items=1, problems=["empty question"])
+    if len(question) > MAX_RESTATED_CHARS:  # (found_json: the error then says why)
+        return ParseResult([], ok=False, found_json=True, raw_items=1,
+                           problems=[f"{len(question):,} characters: an answer, not a question"])
+    return ParseResult([question], ok=True, found_json=found_json, raw_items=1)

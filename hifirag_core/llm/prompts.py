@@ -47,6 +47,7 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "answerability": frozenset(),  # ours: appended to the draft prompt when the answer may abstain
     "sufficiency": frozenset({"question", "web_content"}),  # ours: does the evidence cover the question?
     "followup": frozenset({"question", "missing", "earlier", "query_range"}),  # ours: searches for the rest
+    "restate": frozenset({"question", "earlier", "web_content"}),  # ours: a follow-up turn, made to stand alone
     "testset_fresh": frozenset({"n", "example_source", "after", "examples"}),  # A.6, the Test2025 set
     # ours, steering (hifirag_core.steering): appended to the paper's prompts when a control asks for it
     "query_language": frozenset({"language"}),  # A.1, a question not in English
@@ -58,10 +59,12 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
 }
 # Prompts beyond the paper: each file starts with a header ("# Not in the paper ...") that says so.
 OURS: frozenset[str] = frozenset({"answerability", "query_language", "answer_language", "answer_short", "answer_long",
-                                  "source_dates", "sufficiency", "followup", "grounded_search"})
+                                  "source_dates", "sufficiency", "followup", "grounded_search", "restate"})
 # Steering's prompts: a custom prompts folder may leave them out (the project's own are used then).
 STEERING_PROMPTS: tuple[str, ...] = ("query_language", "answer_language", "answer_short", "answer_long",
                                      "source_dates")
+# Follow-up turns' prompt: a custom prompts folder may leave it out too (the project's own is used then).
+THREAD_PROMPTS: tuple[str, ...] = ("restate",)
 # The two prompts of looking again, loaded only by a variant that looks again (``research.enabled``).
 RESEARCH_PROMPTS: tuple[str, ...] = ("sufficiency", "followup")
 HEADER_MARK = "# Not in the paper"
@@ -196,8 +199,9 @@ class PromptSet:
         directory = prompts_dir or prompts_folder()
         prompts = {}
         for n in names or PIPELINE_PROMPTS:
-            # steering's own prompts come from the project when a custom folder has none of its own
-            optional = prompts_dir is not None and n in STEERING_PROMPTS and not directory.joinpath(f"{n}.txt").is_file()
+            # steering's and follow-up turns' prompts come from the project when a custom folder has none of its own
+            optional = (prompts_dir is not None and n in (*STEERING_PROMPTS, *THREAD_PROMPTS)
+                        and not directory.joinpath(f"{n}.txt").is_file())
             prompts[n] = load_prompt(n, None if optional else directory)
         return cls(prompts, directory)
 

@@ -7,6 +7,7 @@ stage task receives; ``ReuseSpec`` says which stages a reprocess takes from its 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from hifirag_core.hashing import stable_hash
 from hifirag_core.llm.examples import ExampleSet, resolve_example_set
 from hifirag_core.pipeline.question_steering import steering_conflicts
 from hifirag_core.pipeline.specs import PIPELINE, spec, stage_index
+from hifirag_core.pipeline.threads import attach_earlier
 from hifirag_core.pipeline.variants import variant_overrides
 from hifirag_core.profiles import ConfigFile, resolve_config
 from hifirag_core.questions import InputError, Question, QuestionSet, load_questions, select_questions
@@ -124,6 +126,7 @@ def plan_run(
     questions = select_questions(every, limit=limit, sample=sample, ids=ids, exclude_ids=examples.ids)
     check_steering(cfg, questions)
     root_path = data_root(root)
+    questions = with_earlier_turns(Warehouse(root_path), questions)
     if evidence_from is not None:
         _require_run(Warehouse(root_path), evidence_from, "--evidence-from")
     if run_id is None:
@@ -131,6 +134,17 @@ def plan_run(
         run_id = f"{questions.slug}-{variant}-{stable_hash(key, 8)}"
     return RunPlan(check_run_id(run_id), cfg, questions, examples, root_path, tuple(overrides),
                    evidence_from=evidence_from)
+
+
+def with_earlier_turns(warehouse: Warehouse, questions: QuestionSet) -> QuestionSet:
+    """The questions with the answer each one's ``follows`` names read from the warehouse (a follow-up turn of an
+    earlier run's answer); an answer that is unknown or not given fails here, each naming its line."""
+    if not any(q.meta.get("follows") is not None for q in questions.questions):
+        return questions
+    followed, problems = attach_earlier(warehouse, questions.questions)
+    if problems:
+        raise InputError(questions.path, problems)
+    return dataclasses.replace(questions, questions=tuple(followed))
 
 
 def check_steering(cfg: PipelineConfig, questions: QuestionSet) -> None:
@@ -181,7 +195,7 @@ def plan_reprocess(
     if unknown:
         raise WarehouseError(f"run {parent_run_id!r} has no question(s) {unknown}")
     fmt = dataset if dataset in ("mmu_ragent", "docs_faq") else "custom"
-    qs = QuestionSet(Path(f"run:{parent_run_id}"), fmt, questions)
+    qs = with_earlier_turns(warehouse, QuestionSet(Path(f"run:{parent_run_id}"), fmt, questions))
     examples = resolve_example_set(cfg.generation.examples, fmt)
     if run_id is None:
         run_id = f"{parent_run_id}.re-{stable_hash([from_stage, sorted(question_ids or []), list(overrides)], 6)}"

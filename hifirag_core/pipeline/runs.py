@@ -8,7 +8,7 @@ from typing import Any
 
 from hifirag_core.corpus.sites import gold_location
 from hifirag_core.pipeline.plan import RunPlan
-from hifirag_core.records import QuestionRecord, RunRecord, utcnow
+from hifirag_core.records import QuestionRecord, RunRecord, TurnRecord, utcnow
 from hifirag_core.store.warehouse import Warehouse
 
 
@@ -62,6 +62,9 @@ def start_run(warehouse: Warehouse, plan: RunPlan) -> RunRecord:
                              meta_json=json.dumps(q.meta, ensure_ascii=False) if q.meta else None,
                              gold_url=gold_url, gold_anchor=gold_anchor)
         warehouse.write("questions", [row], run_id=plan.run_id, stage="input", question_id=q.id)
+        if q.earlier is not None:  # a follow-up turn of an earlier run's answer: its place in the thread
+            warehouse.write(TurnRecord.TABLE, [q.earlier.turn_row()], run_id=plan.run_id, stage="thread",
+                            question_id=q.id)
     return record
 
 

@@ -25,7 +25,7 @@ from hifirag_core.config import LOCAL_PROVIDERS, search_providers
 from hifirag_core.cpu import metered
 from hifirag_core.errors import TransientError, error_status
 from hifirag_core.hashing import stable_hash
-from hifirag_core.pipeline import steps
+from hifirag_core.pipeline import steps, threads
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.question_steering import steered_slice
 from hifirag_core.pipeline.stages import (
@@ -58,6 +58,7 @@ from hifirag_core.records import (
     content_row,
 )
 from hifirag_core.sectioning import SECTIONER_VERSION
+from hifirag_core.turns import merged_question
 from hifirag_core.types import Sufficiency
 from hifirag_core.web.blocked import DETECTOR_VERSION
 
@@ -171,7 +172,9 @@ class StageSpec:
 
     def cache_key(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> str:
         """Exactly what the output depends on: inputs, the config slice, identity, version (and the round,
-        for a follow-up round's stage)."""
+        for a follow-up round's stage). A ``question`` among ``params`` (a follow-up turn's, restated) is the
+        question the stage answers, in place of ``question``."""
+        question = params.get("question", question)
         payload = {
             "stage": self.name,
             "version": self.version,
@@ -188,11 +191,14 @@ class StageSpec:
         return f"{self.name}-{stable_hash(payload, 32)}"
 
     def gather_for(self, trail: Trail, round: int) -> dict[str, Any]:
-        """The stage's parameters in ``round`` (0: the first pass)."""
+        """The stage's parameters in ``round`` (0: the first pass); after a follow-up turn's query plan, the question
+        restated to stand alone is one of them (``question``), so it keys the stage and the stage answers it."""
         if round == 0:
-            return self.gather(trail)
-        assert self.again is not None, f"stage {self.name!r} is not repeated in follow-up rounds"
-        return self.again(trail, round)
+            params = self.gather(trail)
+        else:
+            assert self.again is not None, f"stage {self.name!r} is not repeated in follow-up rounds"
+            params = self.again(trail, round)
+        return params if trail.question is trail.asked else {**params, "question": trail.question}
 
     def failed(self, question: Question, trail: Trail, error: BaseException | str, *,
                status: str | None = None, round: int = 0) -> StageOutput:
@@ -206,8 +212,10 @@ class StageSpec:
     def run(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> StageOutput:
         """Compute the stage: its output stamped with its name, its round, the seconds and the CPU seconds it took."""
         began = time.perf_counter()
+        inputs = dict(params)
+        question = inputs.pop("question", question)  # a follow-up turn's, restated (``gather_for``)
         with metered() as cpu:
-            output = self.compute(question, **params, rt=rt)
+            output = self.compute(question, **inputs, rt=rt)
         output.compute_seconds = _seconds(time.perf_counter() - began)
         output.cpu_seconds = _seconds(cpu.seconds)
         return self.stamp(output, round)
@@ -242,7 +250,13 @@ def fingerprint(value: Any) -> Any:
 
 
 def _raw_plan(question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
-    return [QueryPlanRecord(status=status, error=message, method="fallback-raw")]
+    """A failed plan searches the question as asked; a follow-up turn's, merged with the earlier question's
+    keywords (the offline restatement needs no model)."""
+    turn = ({"question": merged_question(question.query, question.earlier.context), "restated_by": "offline-merge"}
+            if question.earlier is not None else {})
+    return [QueryPlanRecord(status=status, error=message, method="fallback-raw", **turn)]
+
+
 
 
 def _no_followup(_question: Question, _trail: Trail, status: str, message: str, _round: int) -> list[Record]:
@@ -269,7 +283,8 @@ def _sufficiency(_question: Question, records: Sequence[Record]) -> Any:
 
 def _plan_queries(question: Question, records: Sequence[Record]) -> list[str]:
     first = records[0] if records else None
-    return list(getattr(first, "queries", None) or [question.query])  # search the question as asked
+    # search the question as asked (a follow-up turn's as restated)
+    return list(getattr(first, "queries", None) or [getattr(first, "question", None) or question.query])
 
 
 def _search_rank(_question: Question, trail: Trail, status: str, message: str, round: int) -> list[Record]:
@@ -339,9 +354,13 @@ _WINDOW = ("steer.after", "steer.before", "steer.undated")
 PIPELINE: tuple[StageSpec, ...] = (
     StageSpec(
         "query_plan", (QueryPlanRecord,), "2", ("query_plan", "search.enabled", *_FILTER_MODEL),
-        query_plan.plan_query, lambda t: {}, "Rewrite the question into search queries (prompt A.1).",
+        query_plan.plan_query, lambda t: threads.thread_input(t.asked),
+        "Rewrite the question into search queries (prompt A.1); a follow-up turn first into a question that stands "
+        "alone (ours).",
         role="filter", job="query_plan", io=True, retry=IO_RETRY, fallback=_raw_plan, rebuild=_plan_queries,
         evidence=True, step=lambda o, t: steps.query_plan(o),
+        # a follow-up turn is restated by the filter model's own job, whose prompt keys it (and only it)
+        fit=lambda q, p, rt: rt.filter_model.job_identity("restate") if "thread" in p else None,
     ),
     StageSpec(
         "search", (SearchResultRecord,), "2", ("search", "backends.search", "corpus", *_SITES, *_WINDOW),
@@ -362,7 +381,8 @@ PIPELINE: tuple[StageSpec, ...] = (
         "fetch", (PageRecord,), f"3/{DETECTOR_VERSION}",
         ("fetch.max_pages", "fetch.max_bytes", "fetch.max_age_hours", "backends.fetch", "backends.reddit", "corpus",
          "limits.caps", "url_filter.enabled", "backends.filter_llm", "backends.writer_llm", *_SITES, *_WINDOW),
-        fetch.fetch_pages, lambda t: {"decisions": t["url_filter"]},
+        fetch.fetch_pages,
+        lambda t: {"decisions": t["url_filter"], **threads.carried_pages_input(t.asked, t["search"])},
         "Fetch the kept URLs (pages, or Reddit threads) into the blob store.",
         io=True, retry=IO_RETRY, identity=_fetch_identity, max_age_hours=_live_age("fetch"),
         step=lambda o, t: steps.fetch(o), ahead=("sections", "section_rank"),
@@ -370,7 +390,7 @@ PIPELINE: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sections", (SectionRecord,), f"1/{SECTIONER_VERSION}", ("sectioning", "reddit"),
-        sections.split_sections, lambda t: {"pages": t["fetch"]},
+        sections.split_sections, lambda t: {"pages": t["fetch"], **threads.carried_sections_input(t.asked)},
         "Parse each fetched page into heading-scoped Markdown sections.",
         step=lambda o, t: steps.sections(o), again=lambda t, r: {"pages": t.at("fetch", r)},
     ),

@@ -25,6 +25,7 @@ from hifirag_core.records import (
     UrlDecisionRecord,
 )
 from hifirag_core.text import normalize_ws, word_count
+from hifirag_core.turns import carried_from
 
 _LISTED = 8  # URLs or sections listed in one step; the rest are counted
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
@@ -53,7 +54,9 @@ def query_plan(output: StageOutput) -> str:
     queries = list(output.value or (plan.queries if plan else None) or [])
     note = "" if output.status == "ok" else f" (the planner failed: {md(output.status)}; the question as asked)"
     listed = "\n".join(f"{n}. {md(q)}" for n, q in enumerate(queries, 1))
-    return f"**Query plan**{note}: {len(queries)} search{'es' if len(queries) != 1 else ''}\n\n{listed}"
+    # a follow-up turn: the question as the pipeline reads it, standing alone
+    read_as = f"**Follow-up**, read as: {md(plan.question)}\n\n" if plan is not None and plan.question else ""
+    return f"{read_as}**Query plan**{note}: {len(queries)} search{'es' if len(queries) != 1 else ''}\n\n{listed}"
 
 
 def search(output: StageOutput) -> str | None:
@@ -81,7 +84,9 @@ def fetch(output: StageOutput) -> str:
     ok = sum(1 for p in pages if p.ok)
     failed = sorted({p.status for p in pages if not p.ok})
     why = f" ({', '.join(md(s) for s in failed)})" if failed else ""
-    return f"**Pages read**: {ok} of {len(pages)}{why}."
+    carried = sum(1 for p in pages if p.ok and carried_from(p) is not None)  # a follow-up turn's, from the earlier
+    also = f"; {carried} of them carried from the answer this question follows, to be ranked again" if carried else ""
+    return f"**Pages read**: {ok} of {len(pages)}{why}{also}."
 
 
 def sections(output: StageOutput) -> str:

@@ -8,6 +8,7 @@ and ``pipeline.derived``, below the stages, and reaches a stage as a parameter o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hifirag_core.evidence.answerability import Decision as Answerability
@@ -16,6 +17,7 @@ from hifirag_core.pipeline.derived import abstains, answerability, writer_text
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.questions import Question
 from hifirag_core.records import PageRecord
+from hifirag_core.turns import merged_question
 from hifirag_core.types import SourceDoc, Sufficiency
 
 if TYPE_CHECKING:
@@ -27,9 +29,13 @@ class Trail:
 
     ``outputs`` holds the first pass, by stage; ``rounds`` each follow-up round's outputs (round 1 first)
     of a variant that looks again. The writer reads the evidence of every round (``merged``).
+
+    ``asked`` is the question as asked; ``question`` the one the stages answer: the same, except in a follow-up
+    turn, where the query plan restates it to stand alone and every later stage reads that (``gather_for``).
     """
 
     def __init__(self, question: Question, rt: Runtime | None = None):
+        self.asked = question
         self.question = question
         self.rt = rt  # None only where no stage will run (a question that failed as a whole)
         self.outputs: dict[str, StageOutput] = {}
@@ -44,9 +50,12 @@ class Trail:
         return self.outputs.get(stage)
 
     def record(self, output: StageOutput) -> None:
-        """Keep a stage's output under its stage and round."""
+        """Keep a stage's output under its stage and round (a follow-up turn's query plan says how the later
+        stages read the question)."""
         if output.round == 0:
             self.outputs[output.stage] = output
+            if output.stage == "query_plan" and self.asked.earlier is not None:
+                self.question = restated_question(self.asked, output)
             return
         while len(self.rounds) < output.round:
             self.rounds.append({})
@@ -122,3 +131,10 @@ class Trail:
         return writer_text(self["draft"], self["refine"])[0]
 
 
+def restated_question(asked: Question, plan: StageOutput) -> Question:
+    """The question the stages after a follow-up turn's query plan answer: restated to stand alone."""
+    if asked.earlier is None:
+        return asked
+    first = plan.records[0] if plan.records else None
+    text = getattr(first, "question", None) or merged_question(asked.query, asked.earlier.context)
+    return replace(asked, query=text) if text != asked.query else asked

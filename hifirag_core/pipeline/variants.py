@@ -109,6 +109,14 @@ DEPARTURES: tuple[tuple[str, str, str], ...] = (
      "transfer targets between docs and health but not on a third kind of corpus (issue 41).",
      "The paper always answers. A default abstains only with a judgment that holds on a corpus it was not "
      "fitted on (docs/evaluation.md, Transfer)."),
+    ("follows (a question's: /run, /evaluate, the Ask page's Follow up box, MCP ask, a question file's line)",
+     "Not in the paper: follow-up turns. A question may name the answer it follows; its query plan reads the "
+     "thread and restates it to stand alone (offline: the follow-up with the earlier questions' keywords; with a "
+     "model: the cheap model with prompts/restate.txt, ours), and every later stage answers that. The followed "
+     "answer's kept sections join the new searches' evidence and section ranking judges them again; each sentence "
+     "still cites its own source. Without follows nothing changes, cache keys included.",
+     "The paper answers one question at a time; MMU-RAGent's live evaluation is multi-turn, and a reader's "
+     "\"and on Windows?\" needs what was just read."),
     ("url_filter/section_rank.fallback=top_k, citations.fallback=keep_all",
      "What a stage keeps when the model's reply is unusable (recorded as parse_error).",
      "The paper does not say; a failed call must not end the question."),

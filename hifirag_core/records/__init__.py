@@ -114,6 +114,25 @@ class QuestionRecord(Record):
 
 
 @dataclass(kw_only=True)
+class TurnRecord(Record):
+    """A question that follows an earlier answer (a follow-up turn, beyond the paper): its place in the thread.
+
+    The thread's first turn has no row of its own: it follows nothing, and every later turn names it."""
+
+    TABLE: ClassVar[str] = "turns"
+    stage: str = "thread"
+    turn: int = 2  # 2 for the first follow-up of a thread
+    thread_run_id: str = ""  # the thread's first turn
+    thread_question_id: str = ""
+    follows_run_id: str = ""  # the answer this question follows
+    follows_question_id: str = ""
+    # what that answer kept, offered to this question's evidence: its pages with a kept section, and those sections
+    # (the ones this question does not read again itself join its pages: pages.reused_from = 'turn:<answer id>')
+    earlier_pages: int = 0
+    earlier_sections: int = 0
+
+
+@dataclass(kw_only=True)
 class QueryPlanRecord(Record):
     TABLE: ClassVar[str] = "query_plans"
     stage: str = ""  # stamped by the stage's spec
@@ -121,6 +140,13 @@ class QueryPlanRecord(Record):
     method: str = ""  # "raw" (rewriting off), "offline-keywords", or "llm"
     model: str | None = None
     prompt_hash: str | None = None
+    # A follow-up turn: the question as the pipeline read it (standing alone), and what made it so
+    # ("offline-merge", "llm", "llm+fallback:offline-merge"); NULL for a question that follows nothing.
+    question: str | None = None
+    restated_by: str | None = None
+    # Columns added after rows were cached: out of the stage cache's fingerprint while None, so a question that
+    # follows nothing keeps the cache keys it had before they existed.
+    KEYED_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"question", "restated_by"})
 
 
 @dataclass(kw_only=True)
@@ -200,7 +226,9 @@ class PageRecord(Record):
     n_bytes: int | None = None
     title: str | None = None
     fetched_at: datetime | None = None
-    reused_from: str | None = None  # "page-cache" or "evidence:<run>" when not fetched afresh
+    # "page-cache" or "evidence:<run>" when not fetched afresh; "turn:<answer id>": carried from the answer this
+    # question follows (a follow-up turn), its bytes and fetch time those of that turn's fetch
+    reused_from: str | None = None
     # status "blocked": what stood in for the content, "<reason>:<vendor>" (hifirag_core.web.blocked)
     block_reason: str | None = None
     # the page's publication day (YYYY-MM-DD) from its date evidence (hifirag_core.web.page_dates), and where
@@ -389,6 +417,7 @@ class ScoreRecord(Record):
 RECORD_TYPES: tuple[type[Record], ...] = (
     RunRecord,
     QuestionRecord,
+    TurnRecord,
     QueryPlanRecord,
     SearchResultRecord,
     SearchCallRecord,

@@ -1,13 +1,16 @@
 """The HTTP side of the service: the FastAPI app over one ``Service``, its body limit, and serving it.
 
 ``GET /health``, ``POST /evaluate`` and the streaming ``POST /run`` of the MMU-RAGent contract
-(``hifirag_core.serving.contract``), and the read-only pages at ``/`` (``hifirag_core.serving.pages``); bad bodies get 422 with what to send, a full service 503 with
+(``hifirag_core.serving.contract``), and the read-only pages at ``/`` (``hifirag_core.serving.pages``); bad bodies get
+422 with what to send (a ``follows`` naming an answer that is unknown, another run's or not given included), a full
+service 503 with
 ``Retry-After``, an oversized body 413, a body that is not ``application/json`` 415. Who may call it (its own
 host names and origin, its token beyond loopback) is ``hifirag_core.serving.access``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from urllib.parse import quote
@@ -23,6 +26,7 @@ from hifirag_core.serving.contract import MEDIA_TYPE, BadRequest, EvaluateReques
 from hifirag_core.serving.pages import add_pages
 from hifirag_core.serving.rendering import rendered_stream
 from hifirag_core.serving.service import Service, Ticket, log
+from hifirag_core.turns import AnswerRef, EarlierTurn, ThreadError
 
 
 class BodyLimit:
@@ -101,6 +105,15 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
             return _error(422, f"invalid request body: {conflicts[0]}", detail=conflicts)
         return parsed
 
+    async def earlier(parsed) -> EarlierTurn | None | JSONResponse:
+        """The answer a follow-up names, read from the warehouse; 422 when it cannot be followed."""
+        if parsed.follows is None:
+            return None
+        try:
+            return await asyncio.to_thread(service.earlier_turn, parsed.follows)
+        except ThreadError as exc:
+            return _error(422, f"invalid request body: {exc}", detail=[str(exc)])
+
     def busy() -> JSONResponse:
         wait = service.gate.retry_after()
         return JSONResponse({"error": f"the service is answering {service.gate.capacity} questions, its limit; "
@@ -131,9 +144,11 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, EvaluateRequest)
         if isinstance(parsed, Response):
             return parsed
+        if isinstance(turn := await earlier(parsed), Response):
+            return turn
         if (no := refused()) is not None:
             return no
-        ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering())
+        ticket = service.admit(parsed.query, "/evaluate", parsed.iid, parsed.steering(), turn)
         if ticket is None:
             return busy()
         text = await service.evaluate(ticket)
@@ -146,9 +161,11 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
         parsed = await body(request, RunRequest)
         if isinstance(parsed, Response):
             return parsed
+        if isinstance(turn := await earlier(parsed), Response):
+            return turn
         if (no := refused()) is not None:
             return no
-        ticket = service.admit(parsed.question, "/run", steering=parsed.steering())
+        ticket = service.admit(parsed.question, "/run", steering=parsed.steering(), earlier=turn)
         if ticket is None:
             return busy()
         stream = rendered_stream(service.stream(ticket)) if parsed.render == "html" else service.stream(ticket)
@@ -171,8 +188,11 @@ def create_app(service: Service, access: Access | None = None) -> ASGIApp:
 
 
 def _ids(ticket: Ticket) -> dict[str, str]:
-    """Where the request's rows are (outside the contract's body, so any client may ignore them)."""
-    return {"X-HiFiRAG-Run-Id": ticket.plan.run_id, "X-HiFiRAG-Question-Id": quote(ticket.question.id, safe="")}
+    """Where the request's rows are (outside the contract's body, so any client may ignore them), and the answer
+    id a follow-up question names as ``follows`` (percent-encoded, as the question id)."""
+    run_id, qid = ticket.plan.run_id, ticket.question.id
+    return {"X-HiFiRAG-Run-Id": run_id, "X-HiFiRAG-Question-Id": quote(qid, safe=""),
+            "X-HiFiRAG-Answer-Id": quote(AnswerRef(run_id, qid).id, safe="/")}
 
 
 def _body_schema(model) -> dict:

@@ -18,8 +18,11 @@ What the organisers publish (AGI-LTI/MMU-RAGent-Preview ``pages/text-to-text.md`
 Ours, beyond the contract: both bodies take the optional steering fields ``sites``, ``exclude_sites``
 (lists of domains, or one comma-separated string), ``after``, ``before`` (``YYYY-MM-DD``), ``language``
 (``auto`` or a code) and ``length`` (``short``, ``standard``, ``long``), checked as a question file's
-(``hifirag_core.steering``), and ``depth``, the number of follow-up research rounds allowed (0 to the
-service's ``research.max_rounds``); the required fields are the contract's, unchanged. ``/run`` also takes
+(``hifirag_core.steering``), ``depth``, the number of follow-up research rounds allowed (0 to the
+service's ``research.max_rounds``), and ``follows``, the answer id (``<run_id>/<question_id>``, the
+``X-HiFiRAG-Answer-Id`` of its response) of an earlier answer of this service that the question follows up
+(``hifirag_core.turns``); the required fields are the contract's, unchanged, and without ``follows`` a
+question is answered exactly as before. ``/run`` also takes
 ``render: "html"``, which adds each message's Markdown rendered (``hifirag_core.serving.rendering``).
 
 Each message carries the whole state so far (every step, and the answer as far as it has been
@@ -48,6 +51,7 @@ from hifirag_core.steering import (
     length_setting,
     site_list,
 )
+from hifirag_core.turns import ThreadError, parse_answer_id
 
 STEP_SEPARATOR = "|||---|||"
 COMPETITION_LIMIT_S = 600.0  # "a hard limit of 10 minutes for the entire process"
@@ -97,12 +101,24 @@ class _Steered(_Body):
     language: str | None = None
     length: str | None = None
     depth: int | None = None  # follow-up research rounds allowed (a variant that looks again); None: the service's
+    # the answer id of the earlier answer this question follows (a follow-up turn); None: it follows none
+    follows: str | None = None
 
     _sites = field_validator("sites", "exclude_sites", mode="before")(_steering_check(site_list))
     _days = field_validator("after", "before", mode="before")(
         _steering_check(lambda v, name: day(v, name).isoformat() if day(v, name) else None))
     _language = field_validator("language", mode="before")(_steering_check(language_setting))
     _length = field_validator("length", mode="before")(_steering_check(length_setting))
+
+    @field_validator("follows")
+    @classmethod
+    def _answer_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return parse_answer_id(value).id
+        except ThreadError as exc:
+            raise ValueError(str(exc).removeprefix("follows: ")) from None
 
     @model_validator(mode="after")
     def _possible(self):

@@ -14,8 +14,9 @@ from typing import Any
 
 from hifirag_core.config import SteerConfig
 from hifirag_core.steering import QUESTION_FIELDS
-from hifirag_core.store.queries import citation_ledger
+from hifirag_core.store.queries import citation_ledger, thread_of
 from hifirag_core.store.warehouse import QueryResult, Warehouse
+from hifirag_core.turns import AnswerRef
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -82,6 +83,58 @@ class AnswerView:
     seconds: float | None
     steering: dict[str, Any] = field(default_factory=dict)  # what the question asked for beyond the run's own
     run_steering: dict[str, Any] = field(default_factory=dict)  # the run's own, where the question's does not replace it
+    # follow-up turns: the thread up to this answer (its first turn first, this answer last; just this answer when
+    # it is in no thread), and the turns that follow it up
+    thread: list[TurnView] = field(default_factory=list)
+    followed_by: list[TurnView] = field(default_factory=list)
+
+    @property
+    def answer_id(self) -> str:
+        return AnswerRef(self.run_id, self.question_id).id
+
+
+@dataclass
+class TurnView:
+    """One turn of a thread (``thread_turns``)."""
+
+    turn: int
+    answer_id: str
+    run_id: str
+    question_id: str
+    question: str
+    read_as: str
+    status: str | None
+    answer: str | None
+    follows: str | None = None
+    earlier_sections: int = 0
+    carried_pages: int = 0
+    carried_sections: int = 0
+    carried_kept: int = 0
+    cited_from_earlier: int = 0
+
+
+def thread_chain(warehouse: Warehouse, run_id: str, question_id: str) -> tuple[list[TurnView], list[TurnView]]:
+    """The turns that lead to an answer, its thread's first turn first and the answer last (the answer alone when
+    nothing follows it and it follows nothing; nothing when there is no such question), and the turns that follow
+    it up."""
+    turns = [TurnView(t["turn"], t["answer_id"], t["run_id"], t["question_id"], t["question"], t["read_as"],
+                      t["answer_status"], t["answer"], t["follows"], t["earlier_sections"], t["carried_pages"],
+                      t["carried_sections"],
+                      t["carried_kept"], t["cited_from_earlier"])
+             for t in _dicts(thread_of(warehouse, run_id, question_id))]
+    here = AnswerRef(run_id, question_id).id
+    by_id = {t.answer_id: t for t in turns}
+    chain: list[TurnView] = []
+    at: str | None = here
+    while at in by_id and len(chain) < len(by_id):
+        chain.append(by_id[at])
+        at = by_id[at].follows
+    if not chain:  # in no thread (yet): the answer alone, as its first turn
+        chain = [TurnView(1, here, run_id, question_id, r["query"], r["query"], r["status"], r["text"])
+                 for r in _dicts(warehouse.query(
+                     "SELECT q.query, a.status, a.text FROM questions q LEFT JOIN answers a USING (run_id, question_id) "
+                     "WHERE q.run_id = ? AND q.question_id = ?", [run_id, question_id]))]
+    return list(reversed(chain)), [t for t in turns if t.follows == here]
 
 
 def _steering(meta_json: str | None) -> dict[str, Any]:
@@ -155,11 +208,12 @@ def answer_view(warehouse: Warehouse, run_id: str, question_id: str) -> AnswerVi
         signals = {}
     own = _steering(row["meta_json"])
     runs = {k: v for k, v in _run_steering(_config_json(warehouse, run_id)).items() if k not in own}
+    thread, followed_by = thread_chain(warehouse, run_id, question_id)
     return AnswerView(run_id, question_id, row["query"], row["status"], row["text"], row["abstained"],
                       row["answerability"], row["answerability_score"], row["answerability_reason"],
                       signals if isinstance(signals, dict) else {"signals": signals}, see_also, list(row["cited_urls"]),
                       [sentences[i] for i in sorted(sentences)], float(row["cost_usd"] or 0), row["seconds"],
-                      own, runs)
+                      own, runs, thread, followed_by)
 
 
 FUNNEL_STEPS = ("queries", "URLs found", "URLs kept", "pages fetched", "pages blocked", "sections kept",

@@ -9,6 +9,10 @@ service writes to it, with counts taken from the warehouse itself (so several se
 on one data root count together), and ``finished`` once its day is over or the service stops,
 when its files are compacted; a busy day is also compacted every ``compact_every`` questions.
 
+A follow-up turn (a request that names the answer it follows) also gets its ``turns`` row: its turn
+number and the answer it follows, in the thread's place. The service follows only its own answers: those
+of its runs, of any day (``ServiceRuns.foreign``).
+
 ``served_requests`` holds what only the service knows: the endpoint, how the response ended
 (complete, deadline, disconnected, failed), the time to its first message and to its end.
 """
@@ -28,7 +32,7 @@ from hifirag_core.llm.examples import ExampleSet
 from hifirag_core.pipeline.plan import RunPlan
 from hifirag_core.pipeline.runs import run_record
 from hifirag_core.questions import Question, QuestionSet
-from hifirag_core.records import QuestionRecord, RunRecord, utcnow
+from hifirag_core.records import QuestionRecord, RunRecord, TurnRecord, utcnow
 from hifirag_core.records.serving import ServedRequestRecord
 from hifirag_core.store.warehouse import Warehouse, check_run_id
 
@@ -37,8 +41,12 @@ SERVICE_DATASET = "service"
 
 def service_run_id(profile: str, cfg: PipelineConfig, day: date) -> str:
     """The service run of one day for one configuration."""
+    return check_run_id(f"{_service_prefix(profile, cfg)}{day:%Y%m%d}")
+
+
+def _service_prefix(profile: str, cfg: PipelineConfig) -> str:
     name = re.sub(r"[^A-Za-z0-9._-]", "-", profile.partition(":")[0])  # "llama-cpp:MODEL@URL" -> "llama-cpp"
-    return check_run_id(f"service-{name}-{cfg.variant}-{cfg.fingerprint()[:8]}-{day:%Y%m%d}")
+    return f"service-{name}-{cfg.variant}-{cfg.fingerprint()[:8]}-"
 
 
 class ServiceRuns:
@@ -71,13 +79,26 @@ class ServiceRuns:
                                               self.overrides, note=f"served by `hifirag serve --profile {self.profile}`")
             return self._plans[run_id]
 
+    def foreign(self, run_id: str) -> str | None:
+        """Why an answer of ``run_id`` is not one a request may follow (None: it is one of this service's runs,
+        of any day, so a thread goes on across restarts and midnight)."""
+        prefix = _service_prefix(self.profile, self.cfg)
+        day = run_id.removeprefix(prefix)
+        if run_id.startswith(prefix) and len(day) == 8 and day.isdigit():
+            return None
+        return f"run {run_id} is not one of this service's runs, {prefix}<YYYYMMDD>"
+
     def add_question(self, plan: RunPlan, question: Question) -> None:
-        """Record a request's question in its run, starting the run (and closing the previous day's) first."""
+        """Record a request's question in its run, starting the run (and closing the previous day's) first; a
+        follow-up turn's place in its thread too."""
         self._open_run(plan)
         meta = json.dumps(question.meta, ensure_ascii=False) if question.meta else None
         row = QuestionRecord(query=question.query, reference=question.reference, dataset=SERVICE_DATASET,
                              line_no=question.line_no, meta_json=meta)
         self.warehouse.write("questions", [row], run_id=plan.run_id, stage="input", question_id=question.id)
+        if question.earlier is not None:
+            self.warehouse.write(TurnRecord.TABLE, [question.earlier.turn_row()], run_id=plan.run_id,
+                                 stage="thread", question_id=question.id)
         with self._lock:
             self._added += 1
             self._uncompacted += 1

@@ -2,10 +2,11 @@
 
 Three tools, over stdio or streamable HTTP:
 
-* ``ask``: a question, with the ``/run`` API's optional steering and depth, answered by the very path that
-  answers ``/run`` (``Service.admit`` and ``Service.stream``: the same slots, deadline, budget, stage cache
-  and day's service run); each finished stage is an MCP progress notification, and the result is the answer
-  with its citations and the ids of its rows (run and question).
+* ``ask``: a question, with the ``/run`` API's optional steering, depth and ``follows`` (the ``answer_id`` of an
+  earlier ``ask`` it follows up), answered by the very path that answers ``/run`` (``Service.admit`` and
+  ``Service.stream``: the same slots, deadline, budget, stage cache and day's service run); each finished stage
+  is an MCP progress notification, and the result is the answer with its citations and the ids of its rows
+  (run, question, and the answer id a follow-up names).
 * ``sql``: one read-only statement over the warehouse views, with a row limit and a time limit
   (``hifirag_core.store.queries.read_only_query``).
 * ``runs``: the newest runs with their counts (``list_runs``, as ``hifirag runs`` prints them).
@@ -35,6 +36,7 @@ from hifirag_core.serving.contract import STEP_SEPARATOR, BadRequest, RunRequest
 from hifirag_core.serving.service import Service
 from hifirag_core.store.queries import list_runs, read_only_query
 from hifirag_core.store.warehouse import WarehouseError
+from hifirag_core.turns import AnswerRef, ThreadError
 
 MAX_SQL_ROWS = 1000  # the most rows `sql` returns, whatever a client asks
 DEFAULT_SQL_ROWS = 100
@@ -45,7 +47,8 @@ _GROWING = re.compile(r"^\*\*[^*\n]+\*\* \(writing\):")  # a draft still being w
 INSTRUCTIONS = (
     "HiFi-RAG answers questions from the web (or its local corpus) with a citation per sentence. `ask` runs "
     "the pipeline (minutes with a model; progress is reported per stage) and returns the answer, its cited "
-    "URLs and the run and question ids. `sql` reads the warehouse views (questions, answers, citation_ledger, "
+    "URLs and the run and question ids; pass its answer_id as `follows` to ask a follow-up question about it "
+    "(\"and on Windows?\"). `sql` reads the warehouse views (questions, answers, citation_ledger, "
     "stage_costs, ...) by those ids; `runs` lists the newest runs."
 )
 
@@ -69,25 +72,35 @@ def create_mcp_server(service: Service, *, sql_timeout_s: float = SQL_TIMEOUT_S)
                   length: Annotated[str | None, Field(description="short, standard or long.")] = None,
                   depth: Annotated[int | None, Field(
                       description="Follow-up research rounds allowed when the sources fall short (0 to the "
-                                  "service's maximum).")] = None) -> dict[str, Any]:
+                                  "service's maximum).")] = None,
+                  follows: Annotated[str | None, Field(
+                      description="The answer_id of an earlier answer of this service that this question follows "
+                                  "up (\"and on Windows?\"): the question is read in its light, and that answer's "
+                                  "sources join the new searches.")] = None) -> dict[str, Any]:
         """Answer a question with sources: the answer (Markdown, each sentence followed by the [k] of the
-        sources that support it, then the numbered sources), its cited URLs in [k] order, and the run_id and
-        question_id of its rows in the warehouse (for `sql`).
+        sources that support it, then the numbered sources), its cited URLs in [k] order, the run_id and
+        question_id of its rows in the warehouse (for `sql`), and its answer_id (for a follow-up's `follows`).
 
         The optional steering is the service's POST /run's, checked as it checks it; a field left out takes the
-        service's own setting, and a bad value is an error naming the field.
+        service's own setting, and a bad value is an error naming the field, as is a `follows` that names no
+        answer of this service that was given.
         """
         fields = {"question": question, "sites": sites, "exclude_sites": exclude_sites, "after": after,
-                  "before": before, "language": language, "length": length, "depth": depth}
+                  "before": before, "language": language, "length": length, "depth": depth, "follows": follows}
         request = _checked(service, {k: v for k, v in fields.items() if v is not None})
+        try:
+            earlier = await asyncio.to_thread(service.earlier_turn, request.follows) if request.follows else None
+        except ThreadError as exc:
+            raise ToolError(f"invalid request: {exc}") from None
         problem = service.disk_problem()
         if problem is not None:
             raise ToolError(problem)
-        ticket = service.admit(request.question, "mcp:ask", steering=request.steering())
+        ticket = service.admit(request.question, "mcp:ask", steering=request.steering(), earlier=earlier)
         if ticket is None:
             raise ToolError(f"the service is answering {service.gate.capacity} questions, its limit; "
                             f"retry in about {service.gate.retry_after()} s")
-        ids = {"run_id": ticket.plan.run_id, "question_id": ticket.question.id}
+        ids = {"run_id": ticket.plan.run_id, "question_id": ticket.question.id,
+               "answer_id": AnswerRef(ticket.plan.run_id, ticket.question.id).id}
         last: dict[str, Any] | None = None
         finished = 0
         # The /run stream itself (its deadline, heartbeats and redaction), closed at once should the client

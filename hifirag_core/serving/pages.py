@@ -21,11 +21,19 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from hifirag_core.serving.inspect import SHA256, answer_view, funnel_svg_bars, recent_runs, run_view
+from hifirag_core.serving.inspect import (
+    SHA256,
+    answer_view,
+    funnel_svg_bars,
+    recent_runs,
+    run_view,
+    thread_chain,
+)
 from hifirag_core.serving.rendering import LedgerSentence, render_answer, render_markdown
 from hifirag_core.steering import LENGTHS
 from hifirag_core.store.blobs import blob_store
 from hifirag_core.store.warehouse import Warehouse
+from hifirag_core.turns import ThreadError, parse_answer_id
 
 WEB = Path(__file__).parent / "web"
 # Scripts, styles and connections only from this origin: no inline script, event attribute or javascript: URL.
@@ -61,9 +69,21 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: st
         return page("missing.html", 404, what=what)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def ask() -> HTMLResponse:
+    async def ask(follows: str | None = None, question: str | None = None) -> HTMLResponse:
+        """The Ask page; ``follows`` (an answer id, from an answer page's Follow up box): the thread up to that
+        answer, and the follow-up box under it holding ``question``, for the reader to send (a GET spends nothing)."""
+        thread, problem = [], None
+        if follows:
+            try:
+                ref = parse_answer_id(follows)
+                thread = (await asyncio.to_thread(thread_chain, warehouse, ref.run_id, ref.question_id))[0]
+                problem = None if thread else f"no answer {ref.id} to follow up"
+            except ThreadError as exc:
+                problem = str(exc)
+        turns = [(t, Markup(render_markdown(t.answer))) for t in thread]
         return page("ask.html", runs=await asyncio.to_thread(recent_runs, warehouse), max_depth=max_depth,
-                    lengths=LENGTHS)
+                    lengths=LENGTHS, thread=turns, follows=thread[-1].answer_id if thread else None,
+                    follow_question=question or "", thread_problem=problem)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     async def run(run_id: str) -> HTMLResponse:
@@ -83,7 +103,8 @@ def add_pages(app: FastAPI, warehouse: Warehouse, data_root: Path, token_env: st
         unplaced = [x for x in view.sentences if x.index in set(rendered.missing)]
         claim = Markup(rendered.selected_html) if rendered.selected_html else None
         return page("answer.html", view=view, selected=selected, rendered=Markup(rendered.html), unplaced=unplaced,
-                    text_html=Markup(render_markdown(view.text)), claim_html=claim)
+                    text_html=Markup(render_markdown(view.text)), claim_html=claim,
+                    earlier=[(t, Markup(render_markdown(t.answer))) for t in view.thread[:-1]])
 
     def stored(sha: str) -> tuple[bytes, dict] | None:
         if not SHA256.match(sha) or sha not in blobs:

@@ -46,6 +46,7 @@ from hifirag_core.pipeline.persistence import write_result
 from hifirag_core.pipeline.plan import RunPlan
 from hifirag_core.pipeline.runner import QuestionResult, StageObserver
 from hifirag_core.pipeline.specs import ANSWER_STAGE, spec
+from hifirag_core.pipeline.threads import load_earlier_turn
 from hifirag_core.pipeline.trail import Trail
 from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord, utcnow
@@ -71,6 +72,7 @@ from hifirag_core.serving.settings import (
 )
 from hifirag_core.store.disk import free_mb, is_disk_full
 from hifirag_core.store.warehouse import Warehouse
+from hifirag_core.turns import EarlierTurn
 
 log = logging.getLogger("hifirag.service")
 
@@ -247,16 +249,24 @@ class Service:
                     "no question is taken until space is freed; retry later")
         return None
 
-    def admit(self, query: str, endpoint: str, iid: str | None = None, steering: dict | None = None) -> Ticket | None:
+    def earlier_turn(self, follows: str) -> EarlierTurn:
+        """The earlier answer of this service a request follows, read from the warehouse (so a thread survives a
+        restart); ``ThreadError`` (a 422) when it is unknown, another run's, or did not answer."""
+        return load_earlier_turn(self.warehouse, follows, owner=self.runs.foreign)
+
+    def admit(self, query: str, endpoint: str, iid: str | None = None, steering: dict | None = None,
+              earlier: EarlierTurn | None = None) -> Ticket | None:
         """A ticket for the question, or None when every slot is taken. ``steering``: the request's own
-        steering fields (checked by the contract), which the question carries as a file's would."""
+        steering fields (checked by the contract), which the question carries as a file's would; ``earlier``:
+        the answer it follows (``earlier_turn``), for a follow-up turn."""
         stamp, token = utcnow(), uuid.uuid4().hex
         qid = iid or f"run-{stamp:%Y%m%dT%H%M%S}-{token[:8]}"
         if not self.gate.enter(token):
             return None
-        meta = {"endpoint": endpoint, **({"iid": iid} if iid else {}), **(steering or {})}
+        meta = {"endpoint": endpoint, **({"iid": iid} if iid else {}), **(steering or {}),
+                **({"follows": earlier.answer.id} if earlier is not None else {})}
         line_no = int(stamp.timestamp() * 1000) % 86_400_000  # requests in arrival order within the day's run
-        ticket = Ticket(Question(qid, query, None, line_no, meta), endpoint, token, self.runs.plan(),
+        ticket = Ticket(Question(qid, query, None, line_no, meta, earlier), endpoint, token, self.runs.plan(),
                          asyncio.get_running_loop(), time.monotonic() + self.settings.deadline_s)
         self.pipeline.submit(self._answer, ticket)
         return ticket

@@ -150,3 +150,22 @@ def _statement_kind(sql: str) -> str:
         raise WarehouseError(str(exc).strip()) from None
     finally:
         parser.close()
+
+
+# --- follow-up turns ---------------------------------------------------------------------------------------
+
+THREAD_SQL = """SELECT * FROM thread_turns
+                WHERE thread_id = (SELECT any_value(thread_id) FROM thread_turns WHERE run_id = ? AND question_id = ?)
+                ORDER BY turn, answer_id"""
+
+
+def thread_of(warehouse: Warehouse, run_id: str, question_id: str) -> QueryResult:
+    """Every turn of the thread an answer is a turn of (``thread_turns``), in order; no rows when it is in none."""
+    return warehouse.query(THREAD_SQL, [run_id, question_id])
+
+
+def turn_places(warehouse: Warehouse, run_id: str) -> dict[str, tuple[str, int, str | None]]:
+    """Question id -> (thread id, turn, the answer it follows) for the run's questions that are turns of a thread."""
+    rows = warehouse.query("SELECT question_id, thread_id, turn, follows FROM thread_turns WHERE run_id = ?",
+                           [run_id]).rows
+    return {qid: (thread, turn, follows) for qid, thread, turn, follows in rows}

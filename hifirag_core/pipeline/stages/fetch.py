@@ -23,6 +23,7 @@ from hifirag_core.pipeline.runtime import Runtime
 from hifirag_core.pipeline.stages.section_rank import judge_page, page_to_rank, sections_per_page
 from hifirag_core.pipeline.stages.sections import page_sections
 from hifirag_core.pipeline.stages.url_filter import kept_urls
+from hifirag_core.pipeline.threads import carry_pages
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
@@ -48,14 +49,17 @@ from hifirag_core.web.reddit import (
 )
 
 
-def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_order: int = 1) -> StageOutput:
+def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_order: int = 1,
+                carried: tuple[PageRecord, ...] = ()) -> StageOutput:
     """Fetch the kept URLs in parallel, taking a page from the pinned evidence or the page cache when it has one.
 
     Steering is enforced on every page: a URL the site rules rule out is not fetched, and a page whose
     final URL (after redirects, or a Reddit thread's own URL) they rule out, or whose date falls outside
     the date window, keeps no content (status ``excluded``, the error says why). The fetchers keep their
     own limits (Scrapingdog's concurrency, direct HTTP's per-host delay). Pages are numbered from
-    ``first_order`` (a follow-up round's pages come after every page read before).
+    ``first_order`` (a follow-up round's pages come after every page read before). ``carried``: a follow-up
+    turn's pages of the answer it follows (``hifirag_core.pipeline.threads``); those not fetched here come
+    after the fetched ones, under the same steering.
     """
     steer = Steer(question, rt.cfg)
     rules, window = steer.sites, steer.window
@@ -114,8 +118,13 @@ def fetch_pages(question: Question, decisions: StageOutput, rt: Runtime, first_o
                     pipeline.arrived(page)
     ordered: list[Record] = [records[order] for order, _ in chosen]
     failed = [r for r in ordered if not r.ok and r.status != "excluded"]
-    if failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES for r in failed):
+    if not carried and failed and len(failed) == len(ordered) and all(r.status in RETRYABLE_FETCH_STATUSES
+                                                                       for r in failed):
         raise TransientError(f"all {len(ordered)} fetches failed; first: {failed[0].error}")
+    for page in carry_pages(carried, {d.url for _, d in chosen}, first_order + len(chosen)):
+        why = rules.verdict(page.url)
+        ordered.append(replace(page, status="excluded", error=why, content_sha256=None) if why is not None
+                       else _steered(page, rules, window))
     return StageOutput(records=ordered)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hifirag_core.pipeline.output import StageOutput
 from hifirag_core.pipeline.overlap import EarlyKey
 from hifirag_core.pipeline.runtime import Runtime
+from hifirag_core.pipeline.threads import carried_sections
 from hifirag_core.questions import Question
 from hifirag_core.records import (
     OK,
@@ -24,11 +25,18 @@ from hifirag_core.web.reddit import (
 )
 
 
-def split_sections(question: Question, pages: StageOutput, rt: Runtime) -> StageOutput:
+def split_sections(question: Question, pages: StageOutput, rt: Runtime,
+                   carried: tuple[SectionRecord, ...] = ()) -> StageOutput:
+    """Each fetched page's sections; a page carried from the answer a follow-up turn follows brings the sections
+    that turn kept (``carried``), for section ranking to judge again."""
     records: list[Record] = []
     for page in pages.records:
         assert isinstance(page, PageRecord)
         if not page.ok or page.content_sha256 is None:
+            continue
+        kept_before = carried_sections(page, carried)
+        if kept_before is not None:
+            records.extend(kept_before)
             continue
         early = rt.early.take(EarlyKey.sections(question, page))
         records.extend(early if early is not None else page_sections(page, rt))

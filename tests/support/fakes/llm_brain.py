@@ -23,6 +23,7 @@ from hifirag_core.text import content_terms, split_sentences
 MARKERS: dict[str, str] = {
     "sufficiency": "Check whether the web content found so far is enough to answer",
     "followup": "find what is still missing to answer this question",
+    "restate": "Rewrite the follow-up question as one question that can be understood without the conversation",
     "query_plan": "Create efficient and concise Google search queries",
     "url_filter": "Which of the URLs in the list below would be helpful",
     "section_rank": "determine which sections would be helpful for further reading",
@@ -42,7 +43,8 @@ MARKERS: dict[str, str] = {
     "source_dates": "Each source shows its publication date",
 }
 ANSWERABILITY_MARKER = MARKERS["answerability"]
-JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations", "sufficiency", "followup"})
+JSON_KINDS = frozenset({"query_plan", "url_filter", "section_rank", "citations", "sufficiency", "followup",
+                        "restate"})
 FILTER_KINDS = JSON_KINDS
 WRITER_KINDS = frozenset({"draft", "refine", "baseline_q"})
 
@@ -193,6 +195,14 @@ def _followup(prompt: str, turns: list[tuple[str, str]]) -> str:
     return json.dumps([m for m in missing if m.lower() not in earlier and m != "(nothing listed)"])
 
 
+def _restate(prompt: str, turns: list[tuple[str, str]]) -> str:
+    """Ours: the follow-up with the subject of the last earlier question named ("... (about: <it>)")."""
+    follow_up = _between(prompt, "Their follow-up question:\n", "\n\nRewrite")
+    earlier = [line.split(". ", 1)[-1] for line in _between(prompt, "oldest first:\n", "\n\n").splitlines()]
+    return json.dumps({"question": f"{follow_up.rstrip('?')} (about: {earlier[-1].rstrip('?')})?" if earlier
+                       else follow_up})
+
+
 def _baseline(prompt: str, turns: list[tuple[str, str]]) -> str:
     question = prompt.split("200 words.", 1)[-1].strip()
     return f"In short: {question.rstrip('?')} is answered by the relevant documentation."
@@ -212,6 +222,7 @@ _HANDLERS = {
     "baseline_q": _baseline,
     "sufficiency": _sufficiency,
     "followup": _followup,
+    "restate": _restate,
 }
 
 

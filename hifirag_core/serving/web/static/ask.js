@@ -3,6 +3,11 @@
 // the server rendered from Markdown with raw HTML off and sanitised with an allow-list
 // (hifirag_core/serving/rendering.py), the same renderer as the inspector's. Only that HTML is set as HTML;
 // every other text (errors, URLs) is set with textContent. The page's CSP would refuse to run anything anyway.
+//
+// Follow-up turns: once an answer is complete, the Follow up box under it asks a question that names it
+// ("follows": its answer id, from the X-HiFiRAG-Answer-Id header); the answered turn moves into the Thread list
+// above (its nodes moved, never parsed again) and the new turn streams in its place. The Ask button starts a new
+// thread. An answer page's Follow up box opens this page with the thread so far and its follows (data-follows).
 "use strict";
 (function () {
   const SEPARATOR = "|||---|||";
@@ -14,6 +19,14 @@
   const answer = document.getElementById("answer");
   const inspect = document.getElementById("inspect");
   const problems = document.getElementById("problems");
+  const thread = document.getElementById("thread");
+  const turns = document.getElementById("turns");
+  const asked = document.getElementById("asked");
+  const followForm = document.getElementById("follow-up-form");
+  const followText = document.getElementById("follow-up");
+  const followButton = document.getElementById("follow-up-button");
+  // the answer a follow-up names: the latest complete answer of this page, or the one the page opened on
+  let latest = followForm.dataset.follows ? { answerId: followForm.dataset.follows } : null;
   const LISTS = ["sites", "exclude_sites"];
   const TEXTS = ["after", "before", "language", "length"];
 
@@ -66,18 +79,48 @@
     } catch (e) { /* the table stays as it was; a reload shows it */ }
   }
 
-  async function ask(text) {
+
+  // The answered turn on show, moved into the Thread list (its question, answer nodes and inspect link).
+  function keepTurn(turn) {
+    const li = document.createElement("li");
+    li.className = "turn";
+    const q = document.createElement("p");
+    q.className = "turn-question";
+    q.textContent = turn.question;
+    const a = document.createElement("div");
+    a.className = "answer-text markdown";
+    a.replaceChildren(...answer.childNodes);
+    li.append(q, a);
+    if (turn.inspect) {
+      const p = document.createElement("p");
+      p.className = "meta";
+      const link = document.createElement("a");
+      link.href = turn.inspect;
+      link.textContent = "inspect this turn";
+      p.appendChild(link);
+      li.appendChild(p);
+    }
+    turns.appendChild(li);
+    thread.classList.remove("hidden");
+  }
+
+  async function ask(text, follows) {
     steps.replaceChildren();
     answer.replaceChildren();
     problems.replaceChildren();
     inspect.classList.add("hidden");
+    followForm.classList.add("hidden");
+    asked.textContent = follows ? `Follow-up: ${text}` : text;
+    asked.classList.remove("hidden");
     setStatus("Asking…", "asking");
     button.disabled = true;
+    followButton.disabled = true;
+    let done = null;
     try {
       const response = await fetch("/run", {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ question: text, render: "html", ...steering() }),
+        body: JSON.stringify({ question: text, render: "html", ...steering(), ...(follows ? { follows } : {}) }),
       });
       if (!response.ok || !response.body) {
         let why = response.statusText;
@@ -98,6 +141,7 @@
       }
       const runId = response.headers.get("X-HiFiRAG-Run-Id");
       const questionId = response.headers.get("X-HiFiRAG-Question-Id");  // already percent-encoded
+      const answerId = response.headers.get("X-HiFiRAG-Answer-Id");  // percent-encoded, its slash kept
       setStatus("Answering: steps appear as each stage finishes…", "streaming");
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
@@ -119,9 +163,11 @@
       await refreshRuns();  // before the status says so, so that "Complete." finds the table current
       if (last && last.complete && !last.error) {
         setStatus("Complete.", "complete");
+        done = { question: text, answerId: answerId ? decodeURIComponent(answerId) : null, inspect: null };
         if (runId && questionId) {
           inspect.href = `/runs/${encodeURIComponent(runId)}/answers/${questionId}`;
           inspect.classList.remove("hidden");
+          done.inspect = inspect.href;
         }
       } else {
         setStatus(last && last.error ? last.error : "The stream ended before the answer was complete.", "error");
@@ -130,11 +176,33 @@
       setStatus(`The stream failed: ${err}`, "error");
     } finally {
       button.disabled = false;
+      followButton.disabled = false;
+      if (done && done.answerId) {  // the answer can be followed up
+        latest = done;
+        followText.value = "";
+        followForm.classList.remove("hidden");
+      } else if (latest) {  // a follow-up that failed can be sent again
+        followForm.classList.remove("hidden");
+      }
     }
   }
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    ask(question.value);  // an empty question too: the API's 422 says what to send
+    turns.replaceChildren();  // a new question starts a new thread
+    thread.classList.add("hidden");
+    latest = null;
+    ask(question.value, null);  // an empty question too: the API's 422 says what to send
+  });
+
+  followForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = followText.value.trim();
+    if (!text || !latest) return;
+    if (latest.question) {  // an answer of this page moves up (once); one the page opened on is there already
+      keepTurn(latest);
+      latest = { answerId: latest.answerId };
+    }
+    ask(text, latest.answerId);
   });
 })();

@@ -1,0 +1,82 @@
+"""A question that follows no earlier answer keeps the cache keys it had before follow-up turns existed.
+
+``tests/support/data/cache_keys_without_follows.json`` holds every stage's cache key (first pass and follow-up rounds) of
+four questions over the Tidewater site under the default run variant, computed by main at 45495a0, the commit
+before follow-up turns. Follow-up turns add inputs to the query plan, fetch and sections stages only for a
+question that names an earlier answer, and a column to query plans that stays out of the fingerprint while
+empty; if any of that leaked into a plain question's key, every stored stage of every run would be computed
+(and paid for) again. A deliberate key change elsewhere (a stage's version bumped) regenerates the file:
+``python -m tests.unit.pipeline.test_follow_up_keys`` writes it from the code as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from hifirag_core.questions import Question
+from tests import SUPPORT
+from tests.support.sitegen import BASE_URL, QUESTIONS, write_examples, write_site
+
+GOLDEN = SUPPORT / "data" / "cache_keys_without_follows.json"
+EXAMPLES = "examples.jsonl"
+ASKED = [
+    Question(q["iid"], q["query"], None, n, {}) for n, q in enumerate(QUESTIONS, 1)
+] + [Question("S1", "How do I install Tidewater with pip?", None, 4, {"sites": ["docs.tidewater.example"],
+                                                                      "length": "short"})]
+
+
+def pipeline_keys(data_root: Path) -> dict[str, list[str]]:
+    """Question id -> "stage round cache-key" of each step, in order, under the default run variant. The few-shot
+    examples are the test site's, as ``examples.jsonl`` in the working directory: their path is part of the refine
+    pass's config slice, so it is the same relative path wherever the keys are computed."""
+    from hifirag_core.llm.examples import resolve_example_set
+    from hifirag_core.pipeline.plan import RunContext
+    from hifirag_core.pipeline.runner import QuestionRunner
+    from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT, variant_overrides
+    from hifirag_core.pipeline.wiring import build_runtime
+    from hifirag_core.profiles import resolve_config
+
+    cfg = resolve_config(variant=DEFAULT_RUN_VARIANT, variant_settings=variant_overrides(DEFAULT_RUN_VARIANT),
+                         overrides=[f"generation.examples={EXAMPLES}"])
+    write_examples(Path(EXAMPLES))
+    rt = build_runtime(RunContext("keys", str(data_root), cfg, resolve_example_set(EXAMPLES, "custom")))
+    out = {}
+    for question in ASKED:
+        result = QuestionRunner(question, rt).run()
+        out[question.id] = [f"{row.stage} {row.round} {row.cache_key}" for row in result.ledger]
+    return out
+
+
+def _data_root(folder: Path) -> Path:
+    from hifirag_core.corpus.build import build_from_folder
+    from hifirag_core.corpus.store import corpus_at
+
+    root = folder / "data"
+    corpus = corpus_at(root, "docs")
+    build_from_folder(corpus.root, corpus.blobs, write_site(folder / "site"), BASE_URL)
+    return root
+
+
+def test_a_question_without_follows_keeps_every_cache_key_it_had(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    keys = pipeline_keys(_data_root(tmp_path))
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert keys == golden["keys"]
+    assert sum(len(steps) for steps in keys.values()) >= 4 * 10  # every stage of every question was compared
+
+
+if __name__ == "__main__":  # python -m tests.unit.pipeline.test_follow_up_keys: write the golden file from the code as it is
+    import os
+    import subprocess
+    import tempfile
+
+    here = Path.cwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        computed = pipeline_keys(_data_root(Path(tmp)))
+        os.chdir(here)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    GOLDEN.write_text(json.dumps({"commit": commit, "keys": computed}, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {GOLDEN} ({sum(len(v) for v in computed.values())} keys, at {commit})", file=sys.stderr)
