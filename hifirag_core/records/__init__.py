@@ -238,9 +238,6 @@ class PageRecord(Record):
     # "fetched" (the fetcher read the URL) or "search_provider" (the search result carried the document's
     # text, as MMU-RAGent's FineWeb and ClueWeb22 do; hifirag_core.backends.carried)
     text_source: str | None = None
-    # Added after pages were cached: a page read from the web, as every page was before, keeps the fingerprint
-    # it had, so the stages that read pages (sections, section ranking) keep their cache keys.
-    UNKEYED_VALUES: ClassVar[dict[str, tuple[Any, ...]]] = {"text_source": (None, "fetched")}
 
 
 @dataclass(kw_only=True)
@@ -485,9 +482,6 @@ VOLATILE_FIELDS = frozenset({"run_id", "question_id", "round", "fetched_at", "st
 
 
 def content_row(record: Record) -> dict[str, Any]:
-    """What of a row keys the stage cache: its content, without the volatile fields, and without a column added
-    later while it holds what every row meant before it existed (``KEYED_WHEN_SET``: None; ``UNKEYED_VALUES``)."""
     unset = getattr(record, "KEYED_WHEN_SET", frozenset())
-    unkeyed = getattr(record, "UNKEYED_VALUES", {})
     return {k: v for k, v in record.to_row().items()
-            if k not in VOLATILE_FIELDS and not (k in unset and v is None) and v not in unkeyed.get(k, ())}
+            if k not in VOLATILE_FIELDS and not (k in unset and v is None)}

@@ -64,20 +64,3 @@ def test_a_run_whose_searches_come_from_the_cache_reads_the_kept_documents(tmp_p
     assert rows and all(r[:4] == ("fineweb", "search_provider", "ok", True) for r in rows), rows
     assert second["n_answered"] == 5
 
-
-def test_a_page_read_from_the_web_keys_the_stage_cache_as_before_text_source_existed() -> None:
-    """``pages.text_source`` came with this issue: a fetched page's fingerprint (what keys the sections and section
-    ranking stages) is the one it had before (pinned: 8fc39eace9d29a4a under main at 3c6bbff, which had no such
-    column); a page whose text a search provider sent is another page."""
-    from dataclasses import replace
-
-    from hifirag_core.hashing import stable_hash
-    from hifirag_core.records import PageRecord, content_row
-
-    url = "https://docs.python.org/3/library/venv.html"
-    page = PageRecord(url=url, order=0, final_url=url, fetcher="local", kind="html", http_status=200,
-                      content_type="text/html", content_sha256="ab" * 32, n_bytes=1234, title="venv", status="ok",
-                      text_source="fetched")
-    assert stable_hash(content_row(page)) == "8fc39eace9d29a4a"
-    assert stable_hash(content_row(replace(page, text_source=None))) == "8fc39eace9d29a4a"
-    assert content_row(replace(page, text_source="search_provider"))["text_source"] == "search_provider"

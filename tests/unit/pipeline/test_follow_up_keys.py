@@ -1,8 +1,9 @@
 """A question that follows no earlier answer keeps the cache keys it had before follow-up turns existed.
 
 ``tests/support/data/cache_keys_without_follows.json`` holds every stage's cache key (first pass and follow-up rounds) of
-four questions over the Tidewater site under the default run variant, computed by main at 45495a0, the commit
-before follow-up turns. Follow-up turns add inputs to the query plan, fetch and sections stages only for a
+four questions over the Tidewater site under the default run variant, as main at 45495a0 (the commit before
+follow-up turns) computed them, but for the answer stage's: since issue 41 the answerability decision it reads names
+the calibration that made it, so its key changed once (regenerated then, the other 40 keys unchanged). Follow-up turns add inputs to the query plan, fetch and sections stages only for a
 question that names an earlier answer, and a column to query plans that stays out of the fingerprint while
 empty; if any of that leaked into a plain question's key, every stored stage of every run would be computed
 (and paid for) again. A deliberate key change elsewhere (a stage's version bumped) regenerates the file:

@@ -14,14 +14,15 @@ import json
 from pathlib import Path
 
 import pytest
-from hifirag_core.llm.models import LLMFilterModel
 
 from hifirag_core.llm.examples import resolve_example_set
+from hifirag_core.llm.filter_model import LLMFilterModel
 from hifirag_core.llm.parsing import parse_restated
 from hifirag_core.llm.prompts import PromptSet
+from hifirag_core.pipeline.persistence import write_result
 from hifirag_core.pipeline.plan import RunContext, plan_run
-from hifirag_core.pipeline.runner import QuestionRunner
-from hifirag_core.pipeline.specs import QuestionResult, spec, write_result
+from hifirag_core.pipeline.runner import QuestionResult, QuestionRunner
+from hifirag_core.pipeline.specs import spec
 from hifirag_core.pipeline.threads import load_earlier_turn
 from hifirag_core.pipeline.variants import DEFAULT_RUN_VARIANT, variant_overrides
 from hifirag_core.pipeline.wiring import build_runtime
