@@ -6,7 +6,9 @@ round after round, so the machine's load falls on both alike; each round loads t
 prompt (prompt tokens/s) and generates greedily (generated tokens/s). The table shows the median of the
 rounds and the AMX / AVX-512 instructions objdump finds in each build's libraries (tests/support/llama_build.py).
 
-Build the native wheel once (about 7 minutes on two cores; the Makefile's is in the user's cache):
+Build the native wheel once (about 7 minutes on two idle cores; the Makefile's is in the user's cache). On a
+machine that advertises AMX without granting it a native build dies in its first round (SIGSEGV): add
+``-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF`` to measure native without AMX there.
 
     CMAKE_ARGS=-DGGML_NATIVE=ON pip wheel --no-cache-dir --no-deps -w /tmp/llama-native llama-cpp-python==0.3.36
     .venv/bin/python bench/bench_llama_build.py --portable ~/.cache/hifirag/llama-cpp-python-wheels/0.3.36-*/*.whl \\
@@ -80,19 +82,24 @@ def main() -> None:
     parser.add_argument("--gen-tokens", type=int, default=64)
     parser.add_argument("--models", default="smollm2,gemma", help="smollm2, gemma or both")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hifirag-bench-llama-build-") as work:  # the unpacked wheels
+        builds = {
+            name: unpack(wheel, Path(work) / name)
+            for name, wheel in (("portable", args.portable), ("native", args.native))
+        }
+        compare(builds, args)
+
+
+def compare(builds: dict[str, Path], args: argparse.Namespace) -> None:
+    """Print the instruction scan of each build and the table of tokens per second."""
     models = {"smollm2": SMOLLM2, "gemma": GEMMA}
-    work = Path(tempfile.mkdtemp(prefix="hifirag-bench-llama-build-"))
-    builds = {
-        name: unpack(wheel, work / name)
-        for name, wheel in (("portable", args.portable), ("native", args.native))
-    }
     print(f"CPU: {cpu_flags()}")
     for name, folder in builds.items():
         found: dict[str, int] = {}
         for library in sorted((folder / "llama_cpp" / "lib").glob("*.so*")):
             for kind, n in forbidden_instructions(library).items():
                 found[kind] = found.get(kind, 0) + n
-        print(f"{name}: {args.__dict__[name].name}; AMX/AVX-512 instruction lines: {found or 'none'}")
+        print(f"{name}: {args.__dict__[name]}; AMX/AVX-512 instruction lines: {found or 'none'}")
     print(
         f"\n{args.rounds} rounds, builds alternating; {args.threads} threads; median tokens/s "
         f"(prompt of {args.prompt_tokens} tokens, {args.gen_tokens} generated greedily)\n"

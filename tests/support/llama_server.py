@@ -138,14 +138,30 @@ class LocalServerDied(RuntimeError):
     """The llama.cpp server process ended while it was meant to be serving."""
 
 
-def exit_description(returncode: int) -> tuple[str, str]:
-    """How a process ended, in words, and the hint for it."""
+def amx_advertised(cpuinfo: str | None = None) -> bool | None:
+    """Whether the CPU's flags (``/proc/cpuinfo``, or the text given) list ``amx_tile``; None when unknown."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return None
+    flags = [line for line in cpuinfo.splitlines() if line.startswith("flags")]
+    return any("amx_tile" in line.split() for line in flags) if flags else None
+
+
+def exit_description(returncode: int, *, cpuinfo: str | None = None) -> tuple[str, str]:
+    """How a process ended, in words, and the hint for it (for SIGSEGV, whether this CPU lists AMX at all)."""
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        return f"killed by {name} (exit code {returncode})", HINTS.get(name, "the log's last lines may say why")
+        hint = HINTS.get(name, "the log's last lines may say why")
+        if name == "SIGSEGV" and (amx := amx_advertised(cpuinfo)) is not None:
+            hint += (". This CPU lists amx_tile: the likely cause" if amx else
+                     ". This CPU lists no AMX flag, so not the cause here: a kill from outside, or a llama.cpp bug "
+                     "(the log's last lines may say which)")
+        return f"killed by {name} (exit code {returncode})", hint
     return f"exited with status {returncode}", "the log's last lines say why"
 
 

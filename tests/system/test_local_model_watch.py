@@ -72,6 +72,21 @@ def test_exit_descriptions(code: int, words: str, hint: str) -> None:
     assert described == words and hint in why
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ("fpu sse avx2 amx_bf16 amx_tile amx_int8", "This CPU lists amx_tile: the likely cause"),
+        ("fpu sse avx2 avx512f", "This CPU lists no AMX flag, so not the cause here"),
+    ],
+)
+def test_the_sigsegv_hint_says_whether_this_cpu_lists_amx(flags: str, says: str) -> None:
+    cpuinfo = f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n"
+    _, hint = exit_description(-signal.SIGSEGV, cpuinfo=cpuinfo)
+    assert hint.startswith("a llama.cpp built with AMX kernels") and says in hint
+    _, other = exit_description(-signal.SIGSEGV, cpuinfo="model name\t: no flags line\n")
+    assert "This CPU lists" not in other  # unknown flags: nothing claimed
+
+
 def test_a_death_inside_a_watched_block_raises_when_the_block_ends(tmp_path: Path) -> None:
     from tests.support.llama_server import LocalModel, watching
 
