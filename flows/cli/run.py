@@ -97,6 +97,7 @@ def run(
     overrides = [*steer_overrides(sites, exclude_sites, after, before, language, length), *(set_ or [])]
     if concurrency is not None:
         overrides.append(f"limits.concurrency={concurrency}")
+    setup(data_root)  # Prefect's settings before anything imports it (checking the runner does)
     where = runner_params(runner, dask_address, dask_workers)
     if variants:
         names = [v.strip() for v in variants.split(",") if v.strip()]
@@ -277,8 +278,8 @@ def reprocess(
     """
     if from_stage not in STAGE_NAMES:
         fail(ValueError(f"--from {from_stage!r}: choose one of {', '.join(STAGE_NAMES)}"))
+    root = setup(data_root)  # Prefect's settings before anything imports it (checking the runner does)
     where = runner_params(runner, dask_address, dask_workers)
-    root = setup(data_root)
     from hifirag_core.pipeline.plan import plan_reprocess
 
     try:
