@@ -32,6 +32,7 @@ from hifirag_core.config import uses_real_backends
 from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.limits import Budget
 from hifirag_core.pipeline.plan import RunContext, RunPlan, plan_run
+from hifirag_core.pipeline.repair import damage_in_sources
 from hifirag_core.pipeline.runner import Execute, Executed, QuestionRunner, StageObserver
 from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
 from hifirag_core.pipeline.runtime import Runtime
@@ -141,6 +142,10 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         else f"on a local Dask cluster of {choice.dask_workers} processes")
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, {window} at a time "
              f"{where}; data in {plan.data_root}")
+    # damage in a run this one takes rows from never stops it: said once, and those stages are computed again
+    damaged = damage_in_sources(warehouse, [plan.reuse.run_id if plan.reuse else None, plan.evidence_from])
+    for line in damaged:
+        log.warning(line)
     tally = RunTally()
     fetched: dict[str, list] = {}  # each question's fetch rows, for the crawl warnings
     with question_runner(choice, window) as runner:
@@ -168,6 +173,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             log.info(f"[{n}/{len(questions)}] {question.id}: {state}{again} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    notes += damaged
     for warning in [*tally.lines(), *fetch_warnings(fetched)]:
         notes.append(warning)
         log.warning(warning)

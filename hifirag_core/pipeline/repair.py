@@ -89,7 +89,8 @@ def _missing_keys(warehouse: Warehouse, run_id: str | None, known: set[tuple[str
     held: dict[tuple[str, str, str, int], int] = defaultdict(int)
     for table in STAGE_TABLES:
         for run, qid, stage, round_no, n in warehouse.query(
-            f"SELECT run_id, question_id, stage, coalesce(round, 0), count(*) FROM {table} GROUP BY ALL"
+            f"SELECT run_id, question_id, stage, coalesce(round, 0), count(*) FROM {table} s {where} GROUP BY ALL",
+            [run_id] if run_id else [],
         ).rows:
             held[(run, qid, stage, round_no)] += n
     missing: list[DamagedFile] = []
@@ -109,6 +110,16 @@ def _missing_keys(warehouse: Warehouse, run_id: str | None, known: set[tuple[str
                 )
             )
     return missing
+
+
+def damage_in_sources(warehouse: Warehouse, run_ids: Sequence[str | None]) -> list[str]:
+    """One line per damaged or missing file of the runs a new run takes rows from (a reprocess's parent, pinned
+    evidence): the new run goes on, and computes again the stages whose rows it finds missing (``StoredRun``)."""
+    return [
+        damaged.line(warehouse.root, then="this run computes the stages it held again")
+        for run_id in dict.fromkeys(r for r in run_ids if r)
+        for damaged in check(warehouse, run_id)
+    ]
 
 
 def repair(
