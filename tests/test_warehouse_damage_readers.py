@@ -1,18 +1,23 @@
-"""A run that takes rows from a damaged run (a reprocess of it) is not stopped and takes no hole: it says which
-file it skipped, and computes those stages again, from the stage cache (issue 42, item 1).
+"""What reads a damaged run never takes the rows it lost for the whole run (issue 42, item 1).
 
-Before, a reprocess of a run whose answers file was cut short reused the answer stage with no rows and
-ended Failed with ``IndexError: list index out of range``.
+* A run that takes rows from it (a reprocess) is not stopped and takes no hole: it says which file it
+  skipped, and computes those stages again, from the stage cache. Before, a reprocess of a run whose
+  answers file was cut short reused the answer stage with no rows and ended Failed with ``IndexError``.
+* Scoring it refuses, naming the files and the repair, instead of scoring the lost answers as empty.
+* ``hifirag answers`` shows those answers as not readable, and scores only the ones it read.
 """
 
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
+from flows.cli import app
+from flows.cli.common import EXIT_INCOMPLETE
 from hifirag_core.pipeline.reuse import StoredRun
 from hifirag_core.questions import Question
 from hifirag_core.records import AnswerRecord, StageRunRecord
-from hifirag_core.store.warehouse import COMPACTED, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, Warehouse, WarehouseError
 
 
 def _truncate(path, size: int = 200) -> None:
@@ -71,3 +76,30 @@ def test_a_reprocess_of_a_damaged_run_says_so_and_computes_what_it_lost_again(ru
                            "WHERE run_id = ? AND cached GROUP BY stage", [run_id]).rows)
     assert sources["sections"] == ["cache"] and sources["answer"] == ["cache"]
     assert sources["search"] == ["parent"]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_whose_answers_were_skipped_is_not_scored_and_its_answers_say_so(run_flow, data_root, questions_file):
+    from hifirag_core.evaluation.config import build_evaluation_config
+    from hifirag_core.evaluation.evaluate import Scorer, plan_evaluation, score_variant
+
+    run_flow(questions_file, run_id="scored")
+    cfg = build_evaluation_config(["bootstrap_resamples=200", "bertscore=false"])
+    plan = plan_evaluation(str(questions_file), ["final"], cfg=cfg, root=data_root)
+    scorer = Scorer(cfg, data_root)
+    assert score_variant(Warehouse(data_root), plan, "final", "scored", scorer).n_answered == 3
+    healthy = CliRunner().invoke(app, ["answers", "scored", "--data-root", str(data_root)])
+    assert healthy.exit_code == 0 and healthy.stdout.count("ROUGE-L F1 vs gold") == 3
+    _truncate(Warehouse(data_root).partition("answers", "scored") / COMPACTED)
+
+    with pytest.raises(WarehouseError) as refused:
+        score_variant(Warehouse(data_root), plan, "final", "scored", scorer)
+    assert "run 'scored' is not scored" in str(refused.value)
+    assert "tables/answers/run_id=scored/_compacted.parquet" in str(refused.value)
+    assert "hifirag warehouse check --repair --run scored" in str(refused.value)
+
+    shown = CliRunner().invoke(app, ["answers", "scored", "--data-root", str(data_root)])
+    assert shown.exit_code == EXIT_INCOMPLETE
+    assert shown.stdout.count("answer not readable: its row is in a damaged file") == 3
+    assert "ROUGE-L F1 vs gold" not in shown.stdout and "3 answer(s) not readable, not scored" in shown.stdout
+    assert shown.stderr.startswith("INCOMPLETE: skipped tables/answers/run_id=scored/_compacted.parquet")
