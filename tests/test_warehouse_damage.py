@@ -288,3 +288,52 @@ def test_the_service_answers_503_with_the_reason_below_its_floor_and_stays_healt
         assert reply.status_code == 503 and reply.headers["Retry-After"] == "60", path
         assert "disk is full" in reply.json()["error"] and "MB free" in reply.json()["error"]
     assert client.get("/health").status_code == 200
+
+
+def test_a_service_whose_disk_fills_mid_question_says_so_answers_503_stays_healthy_and_recovers(small_disk):
+    from starlette.testclient import TestClient
+
+    from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.pipeline.specs import QuestionResult
+    from hifirag_core.records import StageRunRecord
+    from hifirag_core.serving.app import create_app
+    from hifirag_core.serving.service import Service
+    from hifirag_core.serving.settings import ServiceSettings
+
+    class InstantAnswerer:
+        """An answer at once: the service then stores its rows on the small disk."""
+
+        asked = 0
+
+        def warm_up(self, plan) -> None:
+            pass
+
+        def answer(self, question, plan, observer):
+            InstantAnswerer.asked += 1
+            output = StageOutput(stage="answer", records=[AnswerRecord(text="Run tidewater doctor.")])
+            return QuestionResult(question, [output], [StageRunRecord(stage="answer", status="ok", n_rows=1)])
+
+    settings = ServiceSettings(data_root=small_disk, overrides=("limits.min_free_mb=0",))  # the floor never refuses
+    client = TestClient(create_app(Service(settings, InstantAnswerer())), base_url="http://127.0.0.1")
+    ask = {"question": "How do I check a tidewater install?"}
+    first = client.post("/run", json=ask)
+    assert first.status_code == 200 and '"complete"' in first.text, first.text
+    filler = small_disk / "filler"
+    with open(filler, "wb") as fh, pytest.raises(OSError):
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+
+    second = client.post("/run", json=ask)  # admitted: nothing knew yet; its rows find no space
+    assert second.status_code == 200
+    assert "its disk is full" in second.text and "No space left" not in second.text, second.text
+    third = client.post("/run", json=ask)
+    assert third.status_code == 503 and third.headers["Retry-After"] == "60"
+    assert "disk is full" in third.json()["error"]
+    assert client.get("/health").status_code == 200
+    assert InstantAnswerer.asked == 1  # the second stopped at storing its question; the third was refused
+
+    filler.unlink()
+    fourth = client.post("/run", json=ask)
+    assert fourth.status_code == 200 and '"complete"' in fourth.text, fourth.text
+    assert InstantAnswerer.asked == 2
