@@ -26,6 +26,7 @@ from prefect.task_runners import TaskRunner
 from prefect.transactions import CommitMode, transaction
 from prefect.utilities.annotations import quote
 
+from flows.disk_full import no_space_seen, watch_for_no_space
 from flows.environment import shared_api_url
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.config import uses_real_backends
@@ -52,10 +53,13 @@ def _stage_tasks(question: Question, ctx: RunContext, rt: Runtime) -> Execute:
     retried, its result persisted); a result the disk had no room for ends as ``DiskFullError``."""
 
     def execute(stage: StageSpec, params: dict[str, Any], key: str, round: int) -> Executed:
+        no_space_seen()  # what an earlier task of this thread reported is not this stage's
         # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
         # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
         state = _task(stage, question, rt, round)(question=question, ctx=ctx, params=quote(params),
                                                   cache_key=key, round=round, return_state=True)
+        if no_space_seen():  # Prefect could not store its result (it logs that and carries on): stop here
+            raise disk_full(results_folder())
         try:
             if state.is_completed():
                 return Executed(state.result(), cached=state.name == "Cached")
@@ -90,6 +94,7 @@ def answer_question(question: Question, ctx: RunContext, observer: StageObserver
 
     ``observer`` (threads only: it does not cross processes) sees each stage's output as it finishes.
     """
+    watch_for_no_space()
     rt = resolve(ctx)
     runner = QuestionRunner(question, rt, _stage_tasks(question, ctx, rt), observer)
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their

@@ -14,7 +14,7 @@ What counts as damaged:
 * a file whose footer does not read (``footer_problem``), or with ``deep``, a page that does not read or
   whose checksum does not match (``deep_problem``);
 * a partition left without any file (a run's compacted file deleted): a partition holds at least one file
-  from its first write on;
+  from its first write on (one whose first write failed, on a full disk say, held none and lost nothing);
 * a stage that ``stage_runs`` says wrote rows, of which no table it writes holds any (a key's file deleted).
 """
 
@@ -33,7 +33,7 @@ from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.records.tables import TABLES
 from hifirag_core.store.integrity import DamagedFile, deep_problem, footer_problem, quarantine
-from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse, emptied
 
 # cache key -> the stage's output as the stage cache holds it, or None when it holds none
 LoadOutput = Callable[[str], StageOutput | None]
@@ -68,7 +68,7 @@ def check(warehouse: Warehouse, run_id: str | None = None, deep: bool = False) -
     for part in parts:
         table, run = part.parent.name, part.name.removeprefix("run_id=")
         files = sorted(part.glob("*.parquet"))
-        if not files:
+        if emptied(part):
             found.append(DamagedFile(part / COMPACTED, table, run, MISSING))
         for path in files:
             if problem := probe(path):
