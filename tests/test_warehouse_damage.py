@@ -73,6 +73,14 @@ def test_a_deleted_file_makes_the_queries_of_its_table_incomplete(two_runs):
     assert two_runs.query("SELECT count(*) FROM answers").complete
 
 
+def test_a_partition_written_before_the_mark_is_marked_when_seen_and_its_deletion_then_found(two_runs):
+    part = two_runs.partition("sections", "old")
+    (part / ".written").unlink()  # as an older version wrote it
+    assert two_runs.query("SELECT count(*) FROM sections").complete and (part / ".written").exists()
+    (part / COMPACTED).unlink()
+    assert [d.reason for d in two_runs.query("SELECT count(*) FROM sections").skipped] == [MISSING]
+
+
 def test_a_partition_whose_first_write_failed_lost_nothing(two_runs, monkeypatch):
     def no_space(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -423,8 +423,15 @@ class Warehouse:
 
 
 def emptied(part: Path) -> bool:
-    """Whether a partition held a file once and holds none now (it lost its rows)."""
-    return (part / WRITTEN).exists() and not any(part.glob("*.parquet"))
+    """Whether a partition held a file once and holds none now (it lost its rows). A partition written before
+    partitions were marked gets its mark the first time it is seen holding a file (best effort: a read-only
+    data root keeps none)."""
+    holds = any(part.glob("*.parquet"))
+    marked = (part / WRITTEN).exists()
+    if holds and not marked:
+        with contextlib.suppress(OSError):
+            (part / WRITTEN).touch()
+    return marked and not holds
 
 
 _DAMAGE_RETRIES = 20
