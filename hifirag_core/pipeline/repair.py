@@ -13,8 +13,9 @@ What counts as damaged:
 
 * a file whose footer does not read (``footer_problem``), or with ``deep``, a page that does not read or
   whose checksum does not match (``deep_problem``);
-* a partition left without any file (a run's compacted file deleted): a partition holds at least one file
-  from its first write on (one whose first write failed, on a full disk say, held none and lost nothing);
+* a partition that held a file and holds none (a run's compacted file deleted): ``emptied``, by the ``.written``
+  mark a partition gets once its first file is in place (one whose first write failed, on a full disk say,
+  has no mark: it held nothing and lost nothing);
 * a stage that ``stage_runs`` says wrote rows, of which no table it writes holds any (a key's file deleted).
 """
 
