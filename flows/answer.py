@@ -26,6 +26,7 @@ from prefect.task_runners import TaskRunner
 from prefect.transactions import CommitMode, transaction
 from prefect.utilities.annotations import quote
 
+from flows.disk_full import no_space_seen, watch_for_no_space
 from flows.environment import shared_api_url
 from flows.runners import Runner, RunnerChoice, question_runner, shared_cluster
 from hifirag_core.config import uses_real_backends
@@ -33,6 +34,7 @@ from hifirag_core.corpus.build import ensure_corpus
 from hifirag_core.limits import Budget
 from hifirag_core.pipeline.persistence import write_result
 from hifirag_core.pipeline.plan import RunContext, RunPlan, plan_run
+from hifirag_core.pipeline.repair import damage_in_sources
 from hifirag_core.pipeline.runner import Execute, Executed, QuestionResult, QuestionRunner, StageObserver
 from hifirag_core.pipeline.runs import RunSummary, finish_run, start_run
 from hifirag_core.pipeline.runtime import Runtime
@@ -53,10 +55,13 @@ def _stage_tasks(question: Question, ctx: RunContext, rt: Runtime) -> Execute:
     retried, its result persisted); a result the disk had no room for ends as ``DiskFullError``."""
 
     def execute(stage: StageSpec, params: dict[str, Any], key: str, round: int) -> Executed:
+        no_space_seen()  # what an earlier task of this thread reported is not this stage's
         # quoted: Prefect would otherwise walk every record of the earlier stages' outputs, looking
         # for futures to wait on, twice per task (a stage's inputs are finished outputs, never futures)
         state = _task(stage, question, rt, round)(question=question, ctx=ctx, params=quote(params),
                                                   cache_key=key, round=round, return_state=True)
+        if no_space_seen():  # Prefect could not store its result (it logs that and carries on): stop here
+            raise disk_full(results_folder())
         try:
             if state.is_completed():
                 return Executed(state.result(), cached=state.name == "Cached")
@@ -91,6 +96,7 @@ def answer_question(question: Question, ctx: RunContext, observer: StageObserver
 
     ``observer`` (threads only: it does not cross processes) sees each stage's output as it finishes.
     """
+    watch_for_no_space()
     rt = resolve(ctx)
     runner = QuestionRunner(question, rt, _stage_tasks(question, ctx, rt), observer)
     # Stage tasks nested in this task would otherwise inherit its lazy transaction and persist their
@@ -143,6 +149,10 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
         else f"on a local Dask cluster of {choice.dask_workers} processes")
     log.info(f"Run {plan.run_id}: {len(questions)} questions, variant {plan.cfg.variant}, {window} at a time "
              f"{where}; data in {plan.data_root}")
+    # damage in a run this one takes rows from never stops it: said once, and those stages are computed again
+    damaged = damage_in_sources(warehouse, [plan.reuse.run_id if plan.reuse else None, plan.evidence_from])
+    for line in damaged:
+        log.warning(line)
     tally = RunTally()
     fetched: dict[str, list] = {}  # each question's fetch rows, for the crawl warnings
     with question_runner(choice, window) as runner:
@@ -170,6 +180,7 @@ def run_plan(plan: RunPlan, choice: RunnerChoice | None = None) -> RunSummary:
             log.info(f"[{n}/{len(questions)}] {question.id}: {state}{again} in {result.seconds:.1f}s, "
                      f"{sum(result.cached)}/{len(result.cached)} stages from cache")
     notes = [plan.questions.note] if plan.questions.note else []
+    notes += damaged
     for warning in [*tally.lines(), *fetch_warnings(fetched)]:
         notes.append(warning)
         log.warning(warning)

@@ -183,7 +183,7 @@ def print_summary(summary: dict) -> None:
             table.add_row(key.replace("_", " "), str(summary[key]))
     console.print(table)
     for note in summary.get("notes", []):
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)  # a note is one line
 
 
 def _cell(value, max_width: int) -> str:

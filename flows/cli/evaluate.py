@@ -84,8 +84,8 @@ def eval_(
 
     [bold]Example[/bold]: hifirag eval --dataset faq-a --variants final,rag_filters --sample 40
     """
+    root = setup(data_root)  # Prefect's settings before anything imports it (checking the runner does)
     where = runner_params(runner, dask_address, dask_workers)
-    root = setup(data_root)
     from hifirag_core.evaluation.eval_config import build_evaluation_config
     from hifirag_core.evaluation.eval_steps import plan_evaluation
 

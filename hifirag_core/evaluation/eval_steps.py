@@ -186,6 +186,10 @@ def score_variant(warehouse: Warehouse, plan: EvaluationPlan, variant: str, run_
         latencies=load_latencies(warehouse, run_id, known_seconds), echo=scorer.echo(questions),
         batch_size=scorer.cfg.bertscore_batch_size,
         gold_sections=gold_sections_found(warehouse, run_id) if known_item is not None else None)
+    if lost := sorted(d.line(warehouse.root) for d in warehouse.skipped.values() if d.run_id == run_id):
+        # a score over rows a damaged file held back would read as the run's (and pass or fail its gate)
+        raise WarehouseError(f"run {run_id!r} is not scored: reading it skipped {len(lost)} damaged file(s): "
+                             + " ".join(lost))
     values = by_metric(scored.records)
     config_rows = warehouse.query("SELECT config_hash, config_json FROM runs WHERE run_id = ?", [run_id]).rows
     pipeline = _run_config(config_rows[0][1]) if config_rows else None

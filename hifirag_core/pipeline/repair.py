@@ -13,8 +13,9 @@ What counts as damaged:
 
 * a file whose footer does not read (``footer_problem``), or with ``deep``, a page that does not read or
   whose checksum does not match (``deep_problem``);
-* a partition left without any file (a run's compacted file deleted): a partition holds at least one file
-  from its first write on;
+* a partition that held a file and holds none (a run's compacted file deleted): ``emptied``, by the ``.written``
+  mark a partition gets once its first file is in place (one whose first write failed, on a full disk say,
+  has no mark: it held nothing and lost nothing);
 * a stage that ``stage_runs`` says wrote rows, of which no table it writes holds any (a key's file deleted).
 """
 
@@ -33,7 +34,7 @@ from hifirag_core.questions import Question
 from hifirag_core.records import StageRunRecord
 from hifirag_core.records.tables import TABLES
 from hifirag_core.store.integrity import DamagedFile, deep_problem, footer_problem, quarantine
-from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse
+from hifirag_core.store.warehouse import COMPACTED, MISSING, Warehouse, emptied
 
 # cache key -> the stage's output as the stage cache holds it, or None when it holds none
 LoadOutput = Callable[[str], StageOutput | None]
@@ -68,7 +69,7 @@ def check(warehouse: Warehouse, run_id: str | None = None, deep: bool = False) -
     for part in parts:
         table, run = part.parent.name, part.name.removeprefix("run_id=")
         files = sorted(part.glob("*.parquet"))
-        if not files:
+        if emptied(part):
             found.append(DamagedFile(part / COMPACTED, table, run, MISSING))
         for path in files:
             if problem := probe(path):
@@ -89,7 +90,8 @@ def _missing_keys(warehouse: Warehouse, run_id: str | None, known: set[tuple[str
     held: dict[tuple[str, str, str, int], int] = defaultdict(int)
     for table in STAGE_TABLES:
         for run, qid, stage, round_no, n in warehouse.query(
-            f"SELECT run_id, question_id, stage, coalesce(round, 0), count(*) FROM {table} GROUP BY ALL"
+            f"SELECT run_id, question_id, stage, coalesce(round, 0), count(*) FROM {table} s {where} GROUP BY ALL",
+            [run_id] if run_id else [],
         ).rows:
             held[(run, qid, stage, round_no)] += n
     missing: list[DamagedFile] = []
@@ -109,6 +111,16 @@ def _missing_keys(warehouse: Warehouse, run_id: str | None, known: set[tuple[str
                 )
             )
     return missing
+
+
+def damage_in_sources(warehouse: Warehouse, run_ids: Sequence[str | None]) -> list[str]:
+    """One line per damaged or missing file of the runs a new run takes rows from (a reprocess's parent, pinned
+    evidence): the new run goes on, and computes again the stages whose rows it finds missing (``StoredRun``)."""
+    return [
+        damaged.line(warehouse.root, then="this run computes the stages it held again")
+        for run_id in dict.fromkeys(r for r in run_ids if r)
+        for damaged in check(warehouse, run_id)
+    ]
 
 
 def repair(

@@ -25,7 +25,11 @@ from hifirag_core.store.warehouse import Warehouse
 
 
 class StoredRun:
-    """A run's rows, read once and served by stage, question and round."""
+    """A run's rows, read once and served by stage, question and round.
+
+    A stage whose rows the run's ledger counts but its tables no longer hold (a file damaged or deleted:
+    ``hifirag warehouse check``) is not served: the run reusing it computes it again, from the stage
+    cache where that holds it, instead of taking a stage's output with rows missing."""
 
     def __init__(self, warehouse: Warehouse, run_id: str):
         self.warehouse = warehouse
@@ -54,6 +58,8 @@ class StoredRun:
         if not ledger and all(rows is None for rows in found):
             return None
         records = [r for rows in found for r in rows or []]
+        if ledger and ledger[0].n_rows is not None and ledger[0].n_rows != len(records):
+            return None  # rows lost with a damaged or deleted file: the stage is computed again (from the cache)
         calls = [r for r in self._table("llm_calls").get(key, []) if isinstance(r, LLMCallRecord)]
         searches = tuple(r for r in self._table("search_calls").get(key, []) if isinstance(r, SearchCallRecord))
         status = ledger[0].status if ledger else (records[0].status if records else "ok")

@@ -92,6 +92,8 @@ class QuestionAnswerer(Protocol):
 RECEIVED_STEP = "**Question received**; planning the searches."
 REFRESH_EVERY_S = 30.0  # the day run's counts in the runs table
 FAILED = "The service could not answer this question (request {qid}); its log says why."
+FAILED_DISK_FULL = ("The service could not store this question's answer: its disk is full (request {qid}); ask again "
+                    "once space is freed.")
 WRITING_EVERY_S = 0.25  # at most one step of the growing draft (or refinement) per this many seconds
 
 
@@ -149,6 +151,7 @@ class Ticket:
     outputs: dict[str, StageOutput] = field(default_factory=dict)
     ledger: list[StageRunRecord] = field(default_factory=list)
     failed: bool = False
+    disk_full: bool = False  # it failed because its rows found no space (the client is told so)
     pipeline_seconds: float | None = None
     served: ServedRequestRecord | None = None  # set when the response has ended
     settled: bool = False
@@ -281,7 +284,7 @@ class Service:
                 result = self.answerer.answer(q, ticket.plan, ticket.stage_done)
         except Exception as exc:
             if is_disk_full(exc):
-                self._disk_full = True
+                self._disk_full = ticket.disk_full = True
                 log.error("request %s: the pipeline stopped: %s", q.id, exc)
             else:
                 log.exception("request %s: the pipeline failed", q.id)
@@ -296,7 +299,7 @@ class Service:
             self.runs.answered()
         except Exception as exc:
             if is_disk_full(exc):  # one line, and later requests get 503 until space is freed
-                self._disk_full = True
+                self._disk_full = ticket.disk_full = True
                 log.error("request %s: its rows could not be written: %s", q.id, exc)
             else:
                 log.exception("request %s: its rows could not be written", q.id)
@@ -335,14 +338,23 @@ class Service:
     def _refresh(self) -> None:
         try:
             self.runs.refresh(compact=False)  # a compaction that is due waits for the periodic refresh
-        except Exception:
-            log.exception("could not refresh the service run's counts")
+        except Exception as exc:
+            self._bookkeeping_failed(exc, "could not refresh the service run's counts")
 
     def _record(self, plan: RunPlan, qid: str, record: ServedRequestRecord) -> None:
         try:
             self.runs.record_served(plan, qid, record)
-        except Exception:
-            log.exception("request %s: its served_requests row could not be written", qid)
+        except Exception as exc:
+            self._bookkeeping_failed(exc, f"request {qid}: its served_requests row could not be written")
+
+    def _bookkeeping_failed(self, exc: Exception, what: str) -> None:
+        """A bookkeeping write that failed: on a full disk one line (and 503 until space is freed), else the
+        traceback."""
+        if is_disk_full(exc):
+            self._disk_full = True
+            log.error("%s: %s", what, exc)
+        else:
+            log.exception(what)
 
     # --- the two answers -----------------------------------------------------------------------------
 
@@ -407,7 +419,7 @@ class Service:
     def _last_message(self, transcript: Transcript, ticket: Ticket, outcome: str,
                       report: Report | None) -> StreamMessage:
         if outcome == "failed":
-            return transcript.failed(FAILED.format(qid=ticket.question.id))
+            return transcript.failed((FAILED_DISK_FULL if ticket.disk_full else FAILED).format(qid=ticket.question.id))
         if report is None or report.markdown is None:
             if outcome == "deadline":
                 return transcript.failed(f"No answer was written within the {self.settings.deadline_s:.0f}-second "

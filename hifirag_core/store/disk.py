@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 from pathlib import Path
 
 
@@ -43,7 +44,7 @@ def ensure_free(folder: Path, floor_mb: float) -> None:
     if floor_mb > 0 and (free := free_mb(folder)) < floor_mb:
         raise DiskFullError(
             f"{DISK_FULL} {folder}: {free:.1f} MB free, below limits.min_free_mb={floor_mb:g}; "
-            f"nothing was written; {RESUME}"
+            f"nothing was written; {RESUME} (or lower the floor: --set limits.min_free_mb=N)"
         )
 
 
@@ -52,12 +53,15 @@ RESUME = "run the same command again once space is freed: it resumes where it st
 
 
 def is_disk_full(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or what caused it) is a write that found no space left (ENOSPC, or a quota)."""
+    """Whether ``exc`` (or what caused it) is a write that found no space left (ENOSPC, a quota, or SQLite's
+    "database or disk is full")."""
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, DiskFullError) or (
             isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
         ):
+            return True
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:  # a cache's SQLite file found no space
             return True
         if "No space left on device" in str(exc):  # a library that wrapped the OSError in its own type
             return True

@@ -40,12 +40,13 @@ class DamagedFile:
     run_id: str
     reason: str
 
-    def line(self, root: Path) -> str:
-        """What a command that skipped it says, in one line: the file, its table and run, why, and the fix."""
+    def line(self, root: Path, then: str = "") -> str:
+        """What a command that skipped it says, in one line: the file, its table and run, why, what the command
+        did instead (``then``), and the fix."""
         where = self.path.relative_to(root) if self.path.is_relative_to(root) else self.path
         return (
             f"INCOMPLETE: skipped {where} (table {self.table}, run {self.run_id}): {self.reason}; "
-            f"repair with: {repair_command(self.run_id)}"
+            f"{then + '; ' if then else ''}repair with: {repair_command(self.run_id)}"
         )
 
 

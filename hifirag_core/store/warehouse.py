@@ -46,7 +46,9 @@ from hifirag_core.store.integrity import DamagedFile, footer_problem, located, m
 
 COMPACTED = "_compacted.parquet"
 MISSING = "missing: the partition has no file left (deleted?)"
-EMPTIED_AFTER_S = 60.0  # a partition is made just before its first write: empty for longer, it lost its files
+# Made in a partition once its first file is in place: a partition holding it but no file lost its files. One
+# without it never held a file (its first write failed, say on a full disk), so it lost nothing.
+WRITTEN = ".written"
 T = TypeVar("T")
 ALL_STAGES = "all"
 # Tables written whole per question (every stage's rows at once), keyed by question only.
@@ -142,6 +144,8 @@ class Warehouse:
             if compacted.exists():
                 self._drop_from_compacted(compacted, stage, question_id, round)
             self._atomic_write(arrow, part / self._key_file(stage, question_id, round))
+            if not (part / WRITTEN).exists():
+                (part / WRITTEN).touch()
         return arrow.num_rows
 
     def drop_rounds_after(self, run_id: str, question_id: str, last: int, stages: Iterable[str]) -> int:
@@ -157,6 +161,8 @@ class Warehouse:
             for path in found:
                 with self._lock(path.parent):
                     path.unlink(missing_ok=True)
+                    if not any(path.parent.glob("*.parquet")):  # emptied on purpose: nothing was lost
+                        (path.parent / WRITTEN).unlink(missing_ok=True)
             changed += len(found)
             later += 1
         for part in parts:
@@ -311,17 +317,14 @@ class Warehouse:
 
     def _note_emptied(self, base: Path) -> None:
         """Note each partition left without a file (its compacted file deleted, say): from its first write on, a
-        partition holds one, so one older than a write takes that holds none has lost rows."""
+        partition holds one (and ``WRITTEN``), so one that held a file and holds none has lost rows."""
         if not base.exists():
             return
         for part in base.iterdir():
-            if not part.is_dir() or any(part.glob("*.parquet")):
-                if (noted := self.damage.get(part / COMPACTED)) is not None and noted.reason == MISSING:
-                    del self.damage[part / COMPACTED]
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                if time.time() - (part / ".lock").stat().st_mtime > EMPTIED_AFTER_S:
-                    self.damage[part / COMPACTED] = located(part / COMPACTED, MISSING)
+            if part.is_dir() and emptied(part):
+                self.damage[part / COMPACTED] = located(part / COMPACTED, MISSING)
+            elif (noted := self.damage.get(part / COMPACTED)) is not None and noted.reason == MISSING:
+                del self.damage[part / COMPACTED]
 
     def damaged_files(self, table: str | None = None) -> list[DamagedFile]:
         """The damaged files the footer checks found so far (of ``table``, or of every table)."""
@@ -417,6 +420,18 @@ class Warehouse:
             con.close()
         os.replace(tmp, self.duckdb_path)
         return self.duckdb_path
+
+
+def emptied(part: Path) -> bool:
+    """Whether a partition held a file once and holds none now (it lost its rows). A partition written before
+    partitions were marked gets its mark the first time it is seen holding a file (best effort: a read-only
+    data root keeps none)."""
+    holds = any(part.glob("*.parquet"))
+    marked = (part / WRITTEN).exists()
+    if holds and not marked:
+        with contextlib.suppress(OSError):
+            (part / WRITTEN).touch()
+    return marked and not holds
 
 
 _DAMAGE_RETRIES = 20

@@ -7,7 +7,6 @@ import errno
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -68,12 +67,35 @@ def test_a_truncated_file_is_skipped_and_named_by_every_query_that_reads_its_tab
 def test_a_deleted_file_makes_the_queries_of_its_table_incomplete(two_runs):
     part = two_runs.partition("sections", "old")
     (part / COMPACTED).unlink()
-    assert two_runs.query("SELECT count(*) FROM sections").complete  # a partition just made, not yet written
-    old = time.time() - 3600
-    os.utime(part / ".lock", (old, old))
     result = two_runs.query("SELECT count(*) FROM sections")
     assert [(d.table, d.run_id, d.reason) for d in result.skipped] == [("sections", "old", MISSING)]
+    assert [(d.table, d.run_id) for d in find_damage(two_runs)] == [("sections", "old")]
     assert two_runs.query("SELECT count(*) FROM answers").complete
+
+
+def test_a_partition_written_before_the_mark_is_marked_when_seen_and_its_deletion_then_found(two_runs):
+    part = two_runs.partition("sections", "old")
+    (part / ".written").unlink()  # as an older version wrote it
+    assert two_runs.query("SELECT count(*) FROM sections").complete and (part / ".written").exists()
+    (part / COMPACTED).unlink()
+    assert [d.reason for d in two_runs.query("SELECT count(*) FROM sections").skipped] == [MISSING]
+
+
+def test_a_partition_whose_first_write_failed_lost_nothing(two_runs, monkeypatch):
+    def no_space(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("pyarrow.parquet.write_table", no_space)
+    with pytest.raises(DiskFullError):
+        two_runs.write("answers", [AnswerRecord(text="x")], run_id="stopped", stage="answer", question_id="q0")
+    monkeypatch.undo()
+    assert two_runs.partition("answers", "stopped").is_dir()  # made, and empty
+    assert two_runs.query("SELECT count(*) FROM answers").complete
+    assert find_damage(two_runs) == []
+    # a run that emptied a partition on purpose (fewer follow-up rounds on a rerun) lost nothing either
+    two_runs.write("query_plans", [], run_id="rounds", stage="followup", question_id="q0", round=1)
+    assert two_runs.drop_rounds_after("rounds", "q0", 0, ["followup"]) == 1
+    assert two_runs.query("SELECT count(*) FROM query_plans").complete and find_damage(two_runs) == []
 
 
 def test_damage_in_another_run_never_blocks_a_new_run(two_runs):
@@ -135,7 +157,9 @@ def test_check_lists_a_truncated_and_a_deleted_file_and_repair_quarantines_never
     )
     # no stage_runs rows here, so nothing says which cached stages made them: the command says what to run
     assert repaired.exit_code == EXIT_INCOMPLETE and "--run-id old" in repaired.stderr
-    assert two_runs.query("SELECT count(*) FROM answers").complete
+    # the file is out of the tables, its rows not back: the queries say so (missing), the damaged file is gone
+    result = two_runs.query("SELECT count(*) FROM answers")
+    assert [(d.run_id, d.reason) for d in result.skipped] == [("old", MISSING)]
 
 
 def test_every_stage_table_is_rebuilt_by_the_stages_that_write_it():
@@ -258,7 +282,7 @@ def test_a_write_that_finds_the_disk_full_leaves_nothing_half_written(small_disk
     assert str(small_disk / "tables" / "answers" / "run_id=r") in str(caught.value)
     assert "nothing half-written is visible" in str(caught.value)
     part = w.partition("answers", "r")
-    assert sorted(p.name for p in part.iterdir() if p.name != ".lock") == [
+    assert sorted(p.name for p in part.iterdir() if p.name not in (".lock", ".written")) == [
         w.key_path("answers", "r", "answer", "q0").name
     ]  # no temporary file, no half file
     assert w.query("SELECT text FROM answers").rows == [("kept",)]
@@ -288,3 +312,119 @@ def test_the_service_answers_503_with_the_reason_below_its_floor_and_stays_healt
         assert reply.status_code == 503 and reply.headers["Retry-After"] == "60", path
         assert "disk is full" in reply.json()["error"] and "MB free" in reply.json()["error"]
     assert client.get("/health").status_code == 200
+
+
+def test_a_service_whose_disk_fills_mid_question_says_so_answers_503_stays_healthy_and_recovers(small_disk):
+    from starlette.testclient import TestClient
+
+    from hifirag_core.pipeline.output import StageOutput
+    from hifirag_core.pipeline.runner import QuestionResult
+    from hifirag_core.records import StageRunRecord
+    from hifirag_core.serving.app import create_app
+    from hifirag_core.serving.service import Service
+    from hifirag_core.serving.settings import ServiceSettings
+
+    class InstantAnswerer:
+        """An answer at once: the service then stores its rows on the small disk."""
+
+        asked = 0
+
+        def warm_up(self, plan) -> None:
+            pass
+
+        def answer(self, question, plan, observer):
+            InstantAnswerer.asked += 1
+            output = StageOutput(stage="answer", records=[AnswerRecord(text="Run tidewater doctor.")])
+            return QuestionResult(question, [output], [StageRunRecord(stage="answer", status="ok", n_rows=1)])
+
+    settings = ServiceSettings(data_root=small_disk, overrides=("limits.min_free_mb=0",))  # the floor never refuses
+    client = TestClient(create_app(Service(settings, InstantAnswerer())), base_url="http://127.0.0.1")
+    ask = {"question": "How do I check a tidewater install?"}
+    first = client.post("/run", json=ask)
+    assert first.status_code == 200 and '"complete"' in first.text, first.text
+    filler = small_disk / "filler"
+    with open(filler, "wb") as fh, pytest.raises(OSError):
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+
+    second = client.post("/run", json=ask)  # admitted: nothing knew yet; its rows find no space
+    assert second.status_code == 200
+    assert "its disk is full" in second.text and "No space left" not in second.text, second.text
+    third = client.post("/run", json=ask)
+    assert third.status_code == 503 and third.headers["Retry-After"] == "60"
+    assert "disk is full" in third.json()["error"]
+    assert client.get("/health").status_code == 200
+    assert InstantAnswerer.asked == 1  # the second stopped at storing its question; the third was refused
+
+    filler.unlink()
+    fourth = client.post("/run", json=ask)
+    assert fourth.status_code == 200 and '"complete"' in fourth.text, fourth.text
+    assert InstantAnswerer.asked == 2
+
+
+def _fill(folder: Path, keep: int) -> Path:
+    """Fill the disk of ``folder``, then give back ``keep`` bytes; the filler file, to delete to free the disk."""
+    filler = folder / "filler"
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+    os.truncate(filler, max(0, filler.stat().st_size - keep))
+    return filler
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_that_fills_its_disk_stops_with_one_line_and_the_same_run_resumes(small_disk, data_root, examples_file,
+                                                                                questions_file):
+    import io
+    import logging
+
+    from prefect.exceptions import FailedRun
+
+    from flows.answer import answer_questions
+    from flows.environment import stage_cache_at
+    from hifirag_core.store.disk import DISK_FULL, RESUME
+
+    root = small_disk / "data"
+    root.mkdir()
+    for name in ("corpus", "blobs"):  # the corpus stays on the big disk; the run's rows and cache go on the small
+        (root / name).symlink_to(data_root / name)
+
+    def run() -> dict:
+        with stage_cache_at(root):
+            return answer_questions(questions=str(questions_file), data_root=str(root), run_id="full",
+                                    overrides=[f"generation.examples={examples_file}", "limits.min_free_mb=0"])
+
+    filler = _fill(small_disk, keep=400_000)
+    # a terminal as Prefect's console handler is one: a handler of the root logger, where its records end up
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    logging.getLogger().addHandler(handler)
+    try:
+        with pytest.raises(FailedRun) as stopped:
+            run()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    line = str(stopped.value)
+    assert line.startswith(DISK_FULL) and str(small_disk) in line and line.endswith(RESUME) and "\n" not in line
+    printed = terminal.getvalue()
+    assert "Run full: 3 questions" in printed  # the flow's own records reach it
+    for noise in ("Traceback", "No space left on device", "committing transaction", "Failed to write result",
+                  "database or disk is full"):
+        assert noise not in printed, printed
+    w = Warehouse(root)
+    assert find_damage(w) == []  # every file that was written reads
+    assert not list(root.rglob("*.tmp"))  # and no temporary file is left
+
+    filler.unlink()
+    summary = run()
+    assert summary["status"] == "finished" and summary["n_answered"] == 3
+    assert summary["cache_hits"] > 0  # what the stopped run computed and stored is not computed again
+    rows, keys, questions = w.query("SELECT count(*), count(DISTINCT (question_id, stage, round)), "
+                                    "count(DISTINCT question_id) FROM stage_runs WHERE run_id = 'full'").rows[0]
+    assert rows == keys and questions == 3
+    assert w.query("SELECT count(*), count(DISTINCT question_id) FROM answers WHERE run_id = 'full'").rows == [(3, 3)]
