@@ -235,8 +235,8 @@ class Service:
             await asyncio.sleep(REFRESH_EVERY_S)
             try:
                 await asyncio.get_running_loop().run_in_executor(self.bookkeeping, self.runs.refresh)
-            except Exception:
-                log.exception("could not refresh the service run's counts")
+            except Exception as exc:
+                self._bookkeeping_failed(exc, "could not refresh the service run's counts")
 
     # --- a request --------------------------------------------------------------------------------------
 
