@@ -174,6 +174,10 @@ class StageSpec:
         """Exactly what the output depends on: inputs, the config slice, identity, version (and the round,
         for a follow-up round's stage). A ``question`` among ``params`` (a follow-up turn's, restated) is the
         question the stage answers, in place of ``question``."""
+        return f"{self.name}-{stable_hash(self.key_payload(question, params, rt, round), 32)}"
+
+    def key_payload(self, question: Question, params: Mapping[str, Any], rt: Runtime, round: int = 0) -> dict[str, Any]:
+        """What :meth:`cache_key` hashes."""
         question = params.get("question", question)
         payload = {
             "stage": self.name,
@@ -188,7 +192,7 @@ class StageSpec:
         extra = self.fit(question, params, rt) if self.fit is not None else None
         if extra is not None:
             payload["fit"] = extra
-        return f"{self.name}-{stable_hash(payload, 32)}"
+        return payload
 
     def gather_for(self, trail: Trail, round: int) -> dict[str, Any]:
         """The stage's parameters in ``round`` (0: the first pass); after a follow-up turn's query plan, the question
