@@ -41,7 +41,6 @@ def pipeline_keys(data_root: Path) -> dict[str, dict[str, list[str]]]:
     shape-hash" (:func:`_shape`), under the default run variant. The few-shot examples are the test site's, as
     ``examples.jsonl`` in the working directory: their path is part of the refine pass's config slice, so it is
     the same relative path wherever the keys are computed."""
-    from hifirag_core.hashing import stable_hash
     from hifirag_core.llm.examples import resolve_example_set
     from hifirag_core.pipeline.plan import RunContext
     from hifirag_core.pipeline.runner import QuestionRunner
@@ -55,16 +54,16 @@ def pipeline_keys(data_root: Path) -> dict[str, dict[str, list[str]]]:
     write_examples(Path(EXAMPLES))
     rt = build_runtime(RunContext("keys", str(data_root), cfg, resolve_example_set(EXAMPLES, "custom")))
     shapes: dict[str, str] = {}  # cache key -> its shape
-    payload_of = StageSpec.key_payload
+    key_of = StageSpec.cache_key
 
     def recording(spec, *args, **kwargs):
-        payload = payload_of(spec, *args, **kwargs)
-        shapes[f"{spec.name}-{stable_hash(payload, 32)}"] = _shape(payload)
-        return payload
+        key = key_of(spec, *args, **kwargs)
+        shapes[key] = _shape(spec.key_payload(*args, **kwargs))
+        return key
 
     out = {}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StageSpec, "key_payload", recording)
+        mp.setattr(StageSpec, "cache_key", recording)
         for question in ASKED:
             ledger = QuestionRunner(question, rt).run().ledger
             out[question.id] = {"keys": [f"{row.stage} {row.round} {row.cache_key}" for row in ledger],
